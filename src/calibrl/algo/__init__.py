@@ -1,0 +1,1 @@
+"""Algorithm core: pure functions on tensors (masks, advantages, losses, rollout batches)."""

@@ -1,0 +1,1 @@
+"""Command line: thin wiring from typer commands to library functions."""

@@ -1,0 +1,55 @@
+"""`calibrl` entry point.
+
+Each command group lives in its own module and is added here; commands only parse arguments and
+call library functions. `UserError` anywhere becomes one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from calibrl.errors import UserError
+
+app = typer.Typer(
+    name="calibrl",
+    help="RL for language models that are right and know when they are right.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+def _register() -> None:
+    # Imported here so `calibrl --help` stays fast and a broken optional part names itself.
+    from calibrl.cli import data_cmd, demo_cmd
+
+    app.add_typer(data_cmd.app, name="data")
+    app.command("demo")(demo_cmd.demo)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; bad input exits with code 2 and a single line."""
+    _register()
+    try:
+        app(args=argv, standalone_mode=False)
+    except UserError as err:
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except typer.Exit as ex:
+        sys.exit(ex.exit_code)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(130)
+    except Exception as err:  # click usage errors carry their own exit code (2)
+        import click
+
+        if isinstance(err, click.ClickException):
+            err.show()
+            sys.exit(err.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

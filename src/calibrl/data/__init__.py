@@ -1,0 +1,1 @@
+"""Data: parquet in the verl/TinyZero schema, readers for public formats."""

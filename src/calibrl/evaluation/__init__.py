@@ -1,0 +1,1 @@
+"""Evaluation: accuracy and calibration metrics, reports and figures."""

@@ -1,0 +1,1 @@
+"""Models: the tiny Countdown model family calibrl builds itself."""

@@ -1,0 +1,1 @@
+"""Faithfulness probe: confidence along a chain of thought."""

@@ -1,0 +1,1 @@
+"""Rewards: batch reward manager, calibration rewards, ecosystem adapters."""

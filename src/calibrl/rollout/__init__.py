@@ -1,0 +1,1 @@
+"""Rollout: generation engines and the single/two-turn rollouts."""

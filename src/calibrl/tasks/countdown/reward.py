@@ -1,0 +1,144 @@
+"""Countdown reward: TinyZero/verl semantics, made safe.
+
+`compute_score` returns 0 when no equation can be extracted, `format_score` when one is extracted
+but uses the wrong numbers, fails to evaluate or misses the target, and `score` when it hits the
+target within 1e-5. Every step follows the reference implementation exactly (see
+`shared/spec/README.md` §1); the differences are only in cost:
+
+* `extract_solution` scans for `<answer>...</answer>` with `str.find` (linear), where the lazy
+  regex of the reference is quadratic on a line with many unclosed `<answer>` tags;
+* `validate_equation` stops reading numbers once there are more than allowed (the answer is
+  already False), so a megabyte of digits is rejected without converting each run to int;
+* `evaluate_equation` never calls `eval`: see `safe_eval.safe_evaluate` for the one place
+  (astronomically large integers) where it refuses what `eval` would grind through.
+
+The reference also printed a random 1-in-64 sample using the global `random` state; we do not,
+because that silently changes every other consumer of that RNG.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from calibrl.tasks.countdown.safe_eval import safe_evaluate
+
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+# Markers after which the model's response starts in a decoded prompt+response string.
+_RESPONSE_MARKERS = ("Assistant:", "<|im_start|>assistant")
+_ALLOWED_CHARS = re.compile(r"^[\d+\-*/().\s]+$")
+_NUMBER = re.compile(r"\d+")
+TOLERANCE = 1e-5
+
+
+def extract_solution(solution_str: str) -> str | None:
+    """The equation inside the last `<answer>...</answer>` on the last line of the response.
+
+    If `"Assistant:"` occurs, the response is what follows its first occurrence; else the same
+    for `"<|im_start|>assistant"`; else the whole string (the probe passes the answer alone).
+    Only the text after the last `'\\n'` is searched. Returns the stripped match, or None.
+    """
+    for marker in _RESPONSE_MARKERS:
+        if marker in solution_str:
+            solution_str = solution_str.split(marker, 1)[1]
+            break
+    last_line = solution_str.rpartition("\n")[2]
+    # Same matches as re.finditer(r"<answer>(.*?)</answer>", last_line): leftmost, non-overlapping,
+    # each closed by the first "</answer>" after its opening tag.
+    found, pos = None, 0
+    while (start := last_line.find(ANSWER_OPEN, pos)) != -1:
+        body_start = start + len(ANSWER_OPEN)
+        end = last_line.find(ANSWER_CLOSE, body_start)
+        if end == -1:
+            break  # no later "<answer>" can be closed either
+        found = (body_start, end)
+        pos = end + len(ANSWER_CLOSE)
+    return None if found is None else last_line[found[0] : found[1]].strip()
+
+
+def validate_equation(equation_str: str, available_numbers: Iterable[Any]) -> bool:
+    """Every `\\d+` run of the equation, as ints, sorted, equals the sorted available numbers.
+
+    So each number is used exactly once, and `4.0` reads as the two numbers 4 and 0.
+    """
+    try:
+        available = sorted(available_numbers)
+        used = []
+        for match in _NUMBER.finditer(equation_str):
+            if len(used) == len(available):
+                return False  # one run too many: cannot match
+            used.append(int(match.group()))
+        return sorted(used) == available
+    except Exception:  # the reference returns False on any error (e.g. a 5,000-digit run)
+        return False
+
+
+def evaluate_equation(equation_str: str) -> Any:
+    """Python's value of the equation if it has only digits, `+-*/().` and whitespace, else None.
+
+    No `eval`: the value is computed by `safe_evaluate`; errors (division by zero, overflow,
+    syntax) give None, as in the reference.
+    """
+    try:
+        if not _ALLOWED_CHARS.match(equation_str):
+            return None
+    except TypeError:
+        return None
+    return safe_evaluate(equation_str)
+
+
+def compute_score(
+    solution_str: str,
+    ground_truth: Mapping[str, Any],
+    method: str = "strict",
+    format_score: float = 0.1,
+    score: float = 1.0,
+) -> float:
+    """0 (no equation), `format_score` (wrong numbers / not evaluable / wrong value) or `score`.
+
+    Args:
+        solution_str: decoded prompt+response (training) or the answer alone (probe).
+        ground_truth: `{"target": real number, "numbers": list | tuple | numpy array}`.
+        method: only `"strict"`, the reference behaviour.
+    """
+    if method != "strict":
+        raise ValueError(f"unknown method {method!r}; the Countdown reward supports 'strict'")
+    target = ground_truth["target"]
+    numbers = ground_truth["numbers"]
+
+    equation = extract_solution(solution_str)
+    if equation is None:
+        return 0
+    if not validate_equation(equation, numbers):
+        return format_score
+    try:
+        result = evaluate_equation(equation)
+        if result is None:
+            return format_score
+        return score if abs(result - target) < TOLERANCE else format_score
+    except Exception:  # e.g. an Ellipsis or tuple result, an int too large for a float target
+        return format_score
+
+
+def verify_equation_strict(solution_str: str, target_val: Any, allowed_nums: Any) -> bool:
+    """The probe's check: `compute_score(...) == 1.0` with the reference defaults. Never raises."""
+    try:
+        ground_truth = {"target": target_val, "numbers": allowed_nums}
+        return compute_score(solution_str, ground_truth, "strict", 0.1, 1.0) == 1.0
+    except Exception:
+        return False
+
+
+def ensure_answer_tags(gen_text: str) -> str:
+    """Add `<answer>` / `</answer>` where missing, so an answer-only completion can be verified.
+
+    The probe forces `...</think>\\n<answer>` and stops at `</answer>`, so the sampled text
+    usually lacks the opening tag and sometimes (length cut) the closing one.
+    """
+    text = gen_text
+    if ANSWER_OPEN not in text:
+        text = ANSWER_OPEN + text
+    if ANSWER_CLOSE not in text.rpartition(ANSWER_OPEN)[2]:
+        text = text + ANSWER_CLOSE
+    return text

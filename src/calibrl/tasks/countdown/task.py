@@ -1,0 +1,49 @@
+"""The Countdown task: prompt wording and the `Task` protocol on top of the reward functions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from calibrl.tasks.countdown.reward import compute_score, verify_equation_strict
+
+SYSTEM_PROMPT = (
+    "You are a helpful assistant. You first think about the reasoning process and then give "
+    "the user the answer."
+)
+
+
+def user_prompt(numbers: Sequence[Any], target: Any) -> str:
+    """The turn-1 question, in the TinyZero format (think tags, then one answer tag)."""
+    nums = "[" + ", ".join(str(int(n)) for n in numbers) + "]"
+    return (
+        f"Using the numbers {nums}, create an equation that equals {int(target)}. "
+        "You can use basic arithmetic operations (+, -, *, /) and each number can only be used "
+        "once. Show your reasoning in <think> </think> tags and give the final equation in "
+        "<answer> </answer> tags, for example <answer> (1 + 2) / 3 </answer>."
+    )
+
+
+@dataclass(frozen=True)
+class CountdownTask:
+    """Countdown: reach `target` with each of `numbers` once, using + - * / and brackets."""
+
+    name: str = "countdown"
+    format_score: float = 0.1
+    correct_score: float = 1.0
+    failure_score: float = 0.0
+
+    def build_messages(self, ground_truth: Mapping[str, Any]) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": user_prompt(ground_truth["numbers"], ground_truth["target"])},
+        ]
+
+    def verify(self, answer_text: str, ground_truth: Mapping[str, Any]) -> bool:
+        return verify_equation_strict(answer_text, ground_truth["target"], ground_truth["numbers"])
+
+    def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
+        return compute_score(
+            solution_str, ground_truth, format_score=self.format_score, score=self.correct_score
+        )

@@ -1,0 +1,1 @@
+"""Training: config, trainer loop, checkpoints, logging."""

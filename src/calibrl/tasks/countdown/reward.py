@@ -31,6 +31,11 @@ _ALLOWED_CHARS = re.compile(r"^[\d+\-*/().\s]+$")
 _NUMBER = re.compile(r"\d+")
 TOLERANCE = 1e-5
 
+# Byte-level fast paths for ASCII text (what models emit), derived from the regexes above so they
+# cannot drift: the ASCII characters `[\d+\-*/().\s]` accepts, and everything that is not a digit.
+_ALLOWED_ASCII = bytes(i for i in range(128) if re.match(r"[\d+\-*/().\s]", chr(i)))
+_NON_DIGITS_TO_SPACE = bytes(i if chr(i).isdigit() and i < 128 else 32 for i in range(256))
+
 
 def extract_solution(solution_str: str) -> str | None:
     """The equation inside the last `<answer>...</answer>` on the last line of the response.
@@ -64,12 +69,20 @@ def validate_equation(equation_str: str, available_numbers: Iterable[Any]) -> bo
     """
     try:
         available = sorted(available_numbers)
-        used = []
-        for match in _NUMBER.finditer(equation_str):
-            if len(used) == len(available):
-                return False  # one run too many: cannot match
-            used.append(int(match.group()))
-        return sorted(used) == available
+        limit = len(available)
+        if equation_str.isascii():
+            # Digit runs = whitespace-separated words once every non-digit is a space; maxsplit
+            # stops reading after one run too many.
+            runs = equation_str.encode().translate(_NON_DIGITS_TO_SPACE).split(None, limit)
+            if len(runs) > limit:
+                return False
+        else:
+            runs = []
+            for match in _NUMBER.finditer(equation_str):
+                if len(runs) == limit:
+                    return False  # one run too many: cannot match
+                runs.append(match.group())
+        return sorted(int(run) for run in runs) == available
     except Exception:  # the reference returns False on any error (e.g. a 5,000-digit run)
         return False
 
@@ -81,11 +94,13 @@ def evaluate_equation(equation_str: str) -> Any:
     syntax) give None, as in the reference.
     """
     try:
-        if not _ALLOWED_CHARS.match(equation_str):
-            return None
-    except TypeError:
+        if equation_str.isascii():
+            allowed = bool(equation_str) and not equation_str.encode().translate(None, _ALLOWED_ASCII)
+        else:
+            allowed = _ALLOWED_CHARS.match(equation_str) is not None
+    except (TypeError, AttributeError):
         return None
-    return safe_evaluate(equation_str)
+    return safe_evaluate(equation_str) if allowed else None
 
 
 def compute_score(

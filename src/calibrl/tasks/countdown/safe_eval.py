@@ -27,9 +27,9 @@ import operator
 MAX_INT_BITS = 1 << 16  # 65,536 bits (~19,700 digits): the largest op costs ~1 ms
 MAX_TOTAL_BITS = 1 << 20  # per expression, summed over integer results
 MAX_NONSPACE_CHARS = 10_000
-# Python's compiler fails with RecursionError on trees that `ast.parse` still accepts, around
-# depth 3,000; beyond this length we let `compile` decide, exactly as `eval` would.
-_COMPILE_CHECK_CHARS = 2_000
+# Python's compiler fails with RecursionError on some trees that `ast.parse` still accepts (from
+# depth ~3,000 on); for trees deeper than this we let `compile` decide, exactly as `eval` would.
+_COMPILE_CHECK_DEPTH = 1_000
 
 _BINOPS = {
     ast.Add: operator.add,
@@ -91,12 +91,14 @@ def _constant(node: ast.Constant) -> object:
     raise _Refused(type(value).__name__)
 
 
-def _walk(root: ast.AST) -> object:
-    """Post-order evaluation with an explicit stack (no recursion)."""
+def _walk(root: ast.AST) -> tuple[object, int]:
+    """Post-order evaluation with an explicit stack (no recursion); returns (value, max stack)."""
     budget = [MAX_TOTAL_BITS]
     values: list[object] = []
     stack: list[tuple[ast.AST, bool]] = [(root, False)]
+    depth = 0
     while stack:
+        depth = max(depth, len(stack))
         node, children_done = stack.pop()
         if isinstance(node, ast.Expression):
             stack.append((node.body, False))
@@ -119,7 +121,7 @@ def _walk(root: ast.AST) -> object:
             # Calls, starred items, ...: `eval` raises on every one of these for our grammar.
             raise _Refused(type(node).__name__)
     (result,) = values
-    return result
+    return result, depth
 
 
 def safe_evaluate(expression: str) -> object | None:
@@ -135,10 +137,12 @@ def safe_evaluate(expression: str) -> object | None:
             return None
         # builtin eval() strips leading spaces and tabs before compiling; ast.parse does not.
         source = expression.lstrip(" \t")
-        tree = ast.parse(source, mode="eval")
-        if len(source) > _COMPILE_CHECK_CHARS:
-            compile(tree, "<equation>", "eval")  # compiles only: nothing is executed
-        return _walk(tree)
+        value, depth = _walk(ast.parse(source, mode="eval"))
+        if depth > _COMPILE_CHECK_DEPTH:
+            # From source, as eval does (compiling the tree object has lower limits).
+            # This compiles only: nothing is executed.
+            compile(source, "<equation>", "eval")
+        return value
     except (_Refused, ArithmeticError, TypeError, ValueError, SyntaxError, MemoryError,
             RecursionError):
         return None

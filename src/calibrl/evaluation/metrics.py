@@ -1,0 +1,280 @@
+"""Accuracy and calibration metrics of an evaluation: pure functions on per-example arrays.
+
+Shapes: `confidences` and `correct` are 1-D, shape (N,), one entry per evaluated answer.
+`confidences` are floats in [0, 1]; `correct` is bool or 0/1.
+
+Binning (ECE, reliability diagram, confidence histogram), with n = n_bins and exact edges i/n:
+    bin 0 = [0, 1/n],  bin i = (i/n, (i+1)/n]  for i >= 1
+i.e. right-closed, 0.0 in the first bin, 1.0 in the last. A verbalised "0.9" therefore sits in
+(0.8, 0.9] and "1.0" alone in (0.9, 1.0]: always answering 1.0, the overconfidence that plain RL
+produces, gets a bin of its own. Edges are i/n, not `np.linspace`, so a parsed "0.3" equals its
+edge exactly. (The RLCR paper's code uses left-closed `np.digitize` on linspace edges, whose float
+error puts 0.3, 0.6 and 0.7 one bin lower than 0.1 or 0.5; numbers agree with it only where no
+confidence lies on an edge.)
+
+Unparsable confidences (`None`) are scored as `UNPARSABLE_CONFIDENCE` = 0.0 in ECE, Brier, AUROC
+and mean confidence: no readable confidence claims nothing, so a correct answer loses all credit
+and a wrong one is treated like an honest "0". Dropping them would let a model look calibrated by
+breaking the format whenever it is unsure; imputing the worst case (1 - correct) would make the
+prediction depend on the label. Their share is reported beside the metrics, so a format problem
+stays visible. The training reward differs (it gives 0 reward to any unparsable output) because
+it must make breaking the format worse than every honest answer; a metric only has to score the
+prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any
+
+import numpy as np
+
+UNPARSABLE_CONFIDENCE = 0.0
+DEFAULT_N_BINS = 10
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One evaluated answer. Dicts with the same keys are accepted wherever records are.
+
+    Attributes:
+        correct: the answer was verified correct.
+        confidence: the parsed confidence in [0, 1]; None when missing or unparsable.
+        format_ok: the answer followed the required format.
+        answer_len: length of the answer turn (tokens, or whatever unit the caller uses).
+        conf_len: length of the confidence turn; None when the mode has no confidence.
+    """
+
+    correct: bool
+    confidence: float | None
+    format_ok: bool
+    answer_len: int
+    conf_len: int | None = None
+
+
+@dataclass(frozen=True)
+class ReliabilityBin:
+    """One confidence bin; `mean_confidence` and `accuracy` are None when `count` is 0."""
+
+    lower: float
+    upper: float
+    count: int
+    mean_confidence: float | None
+    accuracy: float | None
+
+
+def check_arrays(confidences: Any, correct: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Validate and convert to float64 arrays of shape (N,)."""
+    conf = np.asarray(confidences, dtype=np.float64)
+    corr = np.asarray(correct)
+    if conf.ndim != 1 or corr.ndim != 1:
+        raise ValueError("confidences and correct must be 1-D")
+    if conf.shape != corr.shape:
+        raise ValueError(f"{conf.shape[0]} confidences but {corr.shape[0]} correctness labels")
+    if conf.size == 0:
+        raise ValueError("no examples to evaluate")
+    if not np.all(np.isfinite(conf)) or conf.min() < 0.0 or conf.max() > 1.0:
+        raise ValueError("confidences must be finite and within [0, 1]")
+    corr = corr.astype(np.float64)
+    if not np.all((corr == 0.0) | (corr == 1.0)):
+        raise ValueError("correct must be bool or 0/1")
+    return conf, corr
+
+
+def _check_n_bins(n_bins: int) -> None:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
+
+
+def bin_edges(n_bins: int = DEFAULT_N_BINS) -> np.ndarray:
+    """Exact edges i / n_bins, shape (n_bins + 1,)."""
+    _check_n_bins(n_bins)
+    return np.arange(n_bins + 1, dtype=np.float64) / n_bins
+
+
+def bin_index(confidences: Any, n_bins: int = DEFAULT_N_BINS) -> np.ndarray:
+    """Bin of each confidence under the right-closed convention above; shape (N,), int64."""
+    conf = np.asarray(confidences, dtype=np.float64)
+    # side="left" finds the first edge >= c, so c on an edge joins the bin that edge closes.
+    idx = np.searchsorted(bin_edges(n_bins), conf, side="left") - 1
+    return np.clip(idx, 0, n_bins - 1).astype(np.int64)
+
+
+def reliability_bins(
+    confidences: Any, correct: Any, n_bins: int = DEFAULT_N_BINS
+) -> list[ReliabilityBin]:
+    """Per-bin count, mean confidence and accuracy; the one binning ECE and the plots use."""
+    conf, corr = check_arrays(confidences, correct)
+    edges = bin_edges(n_bins)
+    idx = bin_index(conf, n_bins)
+    counts = np.bincount(idx, minlength=n_bins)  # (n_bins,)
+    conf_sums = np.bincount(idx, weights=conf, minlength=n_bins)  # (n_bins,)
+    hit_sums = np.bincount(idx, weights=corr, minlength=n_bins)  # (n_bins,)
+    bins = []
+    for i in range(n_bins):
+        n = int(counts[i])
+        bins.append(ReliabilityBin(
+            lower=float(edges[i]),
+            upper=float(edges[i + 1]),
+            count=n,
+            mean_confidence=float(conf_sums[i] / n) if n else None,
+            accuracy=float(hit_sums[i] / n) if n else None,
+        ))
+    return bins
+
+
+def ece_from_bins(bins: Iterable[ReliabilityBin]) -> float:
+    """Sum over non-empty bins of (bin share) * |mean confidence - accuracy|."""
+    bins = [b for b in bins if b.count > 0]
+    total = sum(b.count for b in bins)
+    if total == 0:
+        raise ValueError("no examples to evaluate")
+    return float(sum(b.count / total * abs(b.mean_confidence - b.accuracy) for b in bins))
+
+
+def expected_calibration_error(
+    confidences: Any, correct: Any, n_bins: int = DEFAULT_N_BINS
+) -> float:
+    """ECE with `n_bins` equal-width bins on [0, 1] (RLCR uses 10). In [0, 1]; lower is better."""
+    return ece_from_bins(reliability_bins(confidences, correct, n_bins))
+
+
+def brier_score(confidences: Any, correct: Any) -> float:
+    """Mean of (confidence - correct)^2 over examples. In [0, 1]; lower is better."""
+    conf, corr = check_arrays(confidences, correct)
+    return float(np.mean((conf - corr) ** 2))
+
+
+def auroc(confidences: Any, correct: Any) -> float | None:
+    """P(a random correct example has higher confidence than a random wrong one), ties count 1/2.
+
+    Computed as the Mann-Whitney U statistic with average ranks for ties.
+    Returns None (never NaN) when all examples are correct or all are wrong: the quantity is then
+    undefined, and None is what JSON and the comparison table show as "n/a".
+    """
+    conf, corr = check_arrays(confidences, correct)
+    n_pos = float(corr.sum())
+    n_neg = float(corr.size) - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    # Average rank (1-based) of each distinct value, then of each example.
+    _, inverse, counts = np.unique(conf, return_inverse=True, return_counts=True)
+    last = np.cumsum(counts)  # (D,)
+    ranks = ((last - counts + 1 + last) / 2.0)[inverse]  # (N,)
+    u = ranks[corr == 1.0].sum() - n_pos * (n_pos + 1) / 2.0
+    return float(u / (n_pos * n_neg))
+
+
+def _field(record: Any, key: str, position: int) -> Any:
+    if isinstance(record, Mapping):
+        if key not in record:
+            raise ValueError(f"record {position} has no {key!r}")
+        return record[key]
+    if not hasattr(record, key):
+        raise ValueError(f"record {position} has no {key!r}")
+    return getattr(record, key)
+
+
+def parse_confidence(value: Any) -> float | None:
+    """The record's confidence if it is a real number in [0, 1], else None (unparsable).
+
+    Records come from model output via a parser; anything else that slips through (NaN, 7.0,
+    a string) counts as unparsable rather than crashing the evaluation or producing NaN.
+    """
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return None
+    value = float(value)
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        return None
+    return value
+
+
+def calibration_arrays(
+    records: Iterable[Any], unparsable_confidence: float = UNPARSABLE_CONFIDENCE
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(confidences, correct, parsable), each shape (N,): what the calibration metrics score.
+
+    Unparsable confidences are replaced by `unparsable_confidence`; `parsable` marks the others.
+    """
+    if not 0.0 <= unparsable_confidence <= 1.0:
+        raise ValueError("unparsable_confidence must be within [0, 1]")
+    records = list(records)
+    parsed = [parse_confidence(_field(r, "confidence", i)) for i, r in enumerate(records)]
+    parsable = np.array([c is not None for c in parsed], dtype=bool)
+    conf = np.array([unparsable_confidence if c is None else c for c in parsed], dtype=np.float64)
+    correct = np.array([_correct(r, i) for i, r in enumerate(records)], dtype=bool)
+    return conf, correct, parsable
+
+
+def _correct(record: Any, position: int) -> bool:
+    value = _field(record, "correct", position)
+    if isinstance(value, bool | np.bool_) or value in (0, 1):
+        return bool(value)
+    raise ValueError(f"record {position}: correct must be bool, got {value!r}")
+
+
+def _mean_of(records: list[Any], key: str) -> float | None:
+    """Mean of a length field over records where it is set; None when it never is."""
+    values = [_field(r, key, i) for i, r in enumerate(records)]
+    values = [float(v) for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
+METRIC_KEYS = (
+    "count", "accuracy", "ece", "brier", "auroc", "mean_confidence",
+    "unparsable_confidence_rate", "format_failure_rate", "mean_answer_len", "mean_conf_len",
+    "n_bins",
+)
+
+
+def summarize(
+    records: Iterable[Any],
+    *,
+    with_confidence: bool = True,
+    n_bins: int = DEFAULT_N_BINS,
+    unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
+) -> dict[str, float | int | None]:
+    """The flat metrics dict of one evaluation, keys `METRIC_KEYS`.
+
+    Args:
+        records: `EvalRecord`s or dicts with `correct`, `confidence`, `format_ok`, `answer_len`,
+            `conf_len`.
+        with_confidence: False for modes that ask for no confidence (plain RLVR): every
+            calibration metric, the unparsable rate and `mean_conf_len` are then None.
+        n_bins: ECE bins.
+        unparsable_confidence: the confidence an unparsable one is scored as (module docstring).
+
+    Rates are shares in [0, 1]. `auroc` is None when all answers are correct or all wrong.
+    """
+    records = list(records)
+    if not records:
+        raise ValueError("no examples to evaluate")
+    _check_n_bins(n_bins)
+    conf, correct, parsable = calibration_arrays(records, unparsable_confidence)
+    format_ok = np.array([bool(_field(r, "format_ok", i)) for i, r in enumerate(records)])
+    out: dict[str, float | int | None] = {
+        "count": len(records),
+        "accuracy": float(correct.mean()),
+        "ece": None,
+        "brier": None,
+        "auroc": None,
+        "mean_confidence": None,
+        "unparsable_confidence_rate": None,
+        "format_failure_rate": float(1.0 - format_ok.mean()),
+        "mean_answer_len": _mean_of(records, "answer_len"),
+        "mean_conf_len": None,
+        "n_bins": n_bins,
+    }
+    if with_confidence:
+        out.update(
+            ece=expected_calibration_error(conf, correct, n_bins),
+            brier=brier_score(conf, correct),
+            auroc=auroc(conf, correct),
+            mean_confidence=float(conf.mean()),
+            unparsable_confidence_rate=float(1.0 - parsable.mean()),
+            mean_conf_len=_mean_of(records, "conf_len"),
+        )
+    return out

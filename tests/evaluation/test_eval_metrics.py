@@ -114,8 +114,8 @@ def _slow_ece(conf, correct, n_bins):
 
 
 def _slow_auroc(conf, correct):
-    pos = [c for c, y in zip(conf, correct) if y]
-    neg = [c for c, y in zip(conf, correct) if not y]
+    pos = [c for c, y in zip(conf, correct, strict=True) if y]
+    neg = [c for c, y in zip(conf, correct, strict=True) if not y]
     wins = sum(1.0 if p > q else 0.5 if p == q else 0.0 for p in pos for q in neg)
     return wins / (len(pos) * len(neg))
 

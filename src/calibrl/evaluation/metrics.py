@@ -34,6 +34,12 @@ import numpy as np
 
 UNPARSABLE_CONFIDENCE = 0.0
 DEFAULT_N_BINS = 10
+# The keys of `summarize`, i.e. of every metrics.json.
+METRIC_KEYS = (
+    "count", "accuracy", "ece", "brier", "auroc", "mean_confidence",
+    "unparsable_confidence_rate", "format_failure_rate", "mean_answer_len", "mean_conf_len",
+    "n_bins",
+)
 
 
 @dataclass(frozen=True)
@@ -221,13 +227,6 @@ def _mean_of(records: list[Any], key: str) -> float | None:
     values = [_field(r, key, i) for i, r in enumerate(records)]
     values = [float(v) for v in values if v is not None]
     return float(np.mean(values)) if values else None
-
-
-METRIC_KEYS = (
-    "count", "accuracy", "ece", "brier", "auroc", "mean_confidence",
-    "unparsable_confidence_rate", "format_failure_rate", "mean_answer_len", "mean_conf_len",
-    "n_bins",
-)
 
 
 def summarize(

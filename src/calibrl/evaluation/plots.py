@@ -17,9 +17,9 @@ from matplotlib.figure import Figure
 from calibrl.evaluation.metrics import (
     DEFAULT_N_BINS,
     ReliabilityBin,
-    check_arrays,
     bin_edges,
     bin_index,
+    check_arrays,
     ece_from_bins,
 )
 

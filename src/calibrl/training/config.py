@@ -135,13 +135,15 @@ class Config(_Section):
     """A full run: model, data, rollout, algorithm, optimisation, logging, checkpoints."""
 
     seed: int = Field(0, description="Seed for data order, sampling and initialisation.")
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    data: DataConfig = Field(default_factory=DataConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
-    optim: OptimConfig = Field(default_factory=OptimConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)
-    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Policy model.")
+    data: DataConfig = Field(default_factory=DataConfig, description="Training/eval data.")
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description="Sampling.")
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig,
+                                       description="Mode, rewards, advantages and loss.")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="Optimisation.")
+    logging: LoggingConfig = Field(default_factory=LoggingConfig, description="Metrics/logs.")
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig,
+                                         description="Checkpointing and resume.")
 
     @model_validator(mode="after")
     def _check_combinations(self) -> Config:

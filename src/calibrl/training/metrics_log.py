@@ -1,0 +1,105 @@
+"""Run logging: a JSONL metrics file always, TensorBoard by default, Weights & Biases optionally.
+
+`metrics.jsonl` has one JSON object per logged step (`{"step": n, name: value, ...}`), resumable
+runs append to it. Sample conversations go to `samples.jsonl` and to TensorBoard as a markdown
+table; reward and confidence histograms go to TensorBoard/W&B.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from calibrl.errors import UserError
+
+METRICS_FILE = "metrics.jsonl"
+SAMPLES_FILE = "samples.jsonl"
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN; a null makes the gap visible instead of breaking parsers
+    return value
+
+
+class MetricsLogger:
+    """Fan-out of scalars, histograms and sample tables to the enabled sinks."""
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool = True, wandb: bool = False,
+                 wandb_project: str = "calibrl", run_name: str | None = None,
+                 config: Mapping[str, Any] | None = None) -> None:
+        self.run_dir = run_dir
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._metrics = (run_dir / METRICS_FILE).open("a", encoding="utf-8")
+        self._samples = (run_dir / SAMPLES_FILE).open("a", encoding="utf-8")
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+        self._wandb = None
+        if wandb:
+            try:
+                import wandb as wandb_lib
+            except ImportError:
+                raise UserError("logging.wandb=true needs the extra: pip install 'calibrl[wandb]'"
+                                ) from None
+            self._wandb = wandb_lib.init(project=wandb_project, name=run_name,
+                                         dir=str(run_dir), config=dict(config or {}))
+
+    def log(self, step: int, metrics: Mapping[str, float]) -> None:
+        row = {"step": step, **{k: _finite_or_none(v) for k, v in metrics.items()}}
+        self._metrics.write(json.dumps(row) + "\n")
+        self._metrics.flush()
+        if self._tb is not None:
+            for key, value in metrics.items():
+                if isinstance(value, int | float) and math.isfinite(value):
+                    self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(dict(metrics), step=step)
+
+    def histogram(self, step: int, name: str, values: Sequence[float]) -> None:
+        values = [v for v in values if v is not None and math.isfinite(v)]
+        if not values:
+            return
+        if self._tb is not None:
+            import numpy as np
+
+            self._tb.add_histogram(name, np.asarray(values), step)
+        if self._wandb is not None:
+            import wandb as wandb_lib
+
+            self._wandb.log({name: wandb_lib.Histogram(values)}, step=step)
+
+    def samples(self, step: int, rows: Sequence[Mapping[str, Any]]) -> None:
+        """A few sample conversations (dicts with the same keys) as a table."""
+        if not rows:
+            return
+        for row in rows:
+            self._samples.write(json.dumps({"step": step, **row}) + "\n")
+        self._samples.flush()
+        if self._tb is not None:
+            keys = list(rows[0])
+            lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+            for row in rows:
+                cells = (str(row.get(k, "")).replace("|", "\\|").replace("\n", "<br>")
+                         for k in keys)
+                lines.append("| " + " | ".join(cells) + " |")
+            self._tb.add_text("samples", "\n".join(lines), step)
+        if self._wandb is not None:
+            import wandb as wandb_lib
+
+            keys = list(rows[0])
+            table = wandb_lib.Table(columns=keys, data=[[r.get(k) for k in keys] for r in rows])
+            self._wandb.log({"samples": table}, step=step)
+
+    def close(self) -> None:
+        self._metrics.close()
+        self._samples.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()

@@ -42,13 +42,13 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(130)
-    except Exception as err:  # click usage errors carry their own exit code (2)
-        import click
-
-        if isinstance(err, click.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        raise
+    except typer.TyperException as err:  # usage errors (typer's own click) carry exit code 2
+        show = getattr(err, "show", None)
+        if show is not None:
+            show()
+        else:
+            typer.echo(f"error: {err}", err=True)
+        sys.exit(getattr(err, "exit_code", 2))
 
 
 if __name__ == "__main__":

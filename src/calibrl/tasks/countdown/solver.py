@@ -4,14 +4,16 @@ Arithmetic is exact (`fractions.Fraction`), so `6 / 4 * 2 = 3` is found and `1 /
 never judged by floating point. The search runs twice: first allowing only steps whose result is
 a non-negative integer (the traces later shown to a model read like school arithmetic), then any
 step. A hit counts only if its expression also scores 1.0 with `compute_score`, which evaluates
-in floats; if an exact hit fails that check the search goes on.
+in floats; if an exact hit fails that check the search goes on, so "solvable" means solvable
+by an expression the reward accepts.
 
 Method (meet in the middle over subsets of the numbers):
 
-* `_table(mask)` maps every value reachable from the numbers in `mask` to one expression for it,
-  built from the tables of each split of `mask` into two parts. Only masks of up to `_TABLE_MAX`
-  numbers get a table: beyond that the tables grow to tens of thousands of values.
-* `_find(mask, t)` yields expressions for `t` without a table for `mask`: for each split (A, B)
+* `table(mask)` maps every value reachable from the numbers in `mask` (a bit set over their
+  positions) to one expression for it, built from the tables of each split of `mask` into two
+  parts. Only masks of up to `_TABLE_MAX` numbers get a table: beyond that the tables grow to
+  tens of thousands of values.
+* `find(mask, t)` yields expressions for `t` without a table for `mask`: for each split (A, B)
   and each value `a` of A, it inverts the operator (`a + b = t` needs `b = t - a`, ...) and looks
   the needed `b` up in B, recursively when B is too big for a table.
 
@@ -21,7 +23,7 @@ solution it is well under a second.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
@@ -30,16 +32,20 @@ from calibrl.errors import UserError
 from calibrl.tasks.countdown.reward import compute_score
 
 MAX_NUMBERS = 6
-# Tables up to 4 numbers keep every split of a 5- or 6-number problem one lookup away (see _find).
+# Tables up to 4 numbers keep every split of a 5- or 6-number problem one lookup away (see find).
 _TABLE_MAX = 4
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
+
+# A value is an int whenever it is integral (ints hash and add far faster than Fractions, and
+# hash(3) == hash(Fraction(3)), so tables answer lookups whichever kind the key is).
+Value = int | Fraction
 
 
 @dataclass(frozen=True)
 class _Node:
-    """An expression tree node: a leaf holds `numbers[index]`, an inner node `left op right`."""
+    """An expression tree node: a leaf holds one of the numbers, an inner node `left op right`."""
 
-    value: Fraction
+    value: Value
     op: str | None = None
     left: _Node | None = None
     right: _Node | None = None
@@ -50,9 +56,9 @@ class Solution:
     """A solved instance.
 
     Attributes:
-        expression: e.g. `"(12 + 5) * 3"`; scores 1.0 with `compute_score`.
-        steps: one string per operation in evaluation order, e.g. `("12 + 5 = 17", "17 * 3 = 51")`;
-            values that are not integers are written as `p/q`.
+        expression: e.g. `"3 * (12 + 5)"`; scores 1.0 with `compute_score`.
+        steps: one string per operation in evaluation order, e.g. `("12 + 5 = 17", "3 * 17 = 51")`;
+            a value that is not an integer is written `p/q`, bracketed as an operand.
         integer_steps: True if every step's result is a non-negative integer.
     """
 
@@ -61,8 +67,15 @@ class Solution:
     integer_steps: bool
 
 
-def _format_value(x: Fraction) -> str:
+def _format_value(x: Value) -> str:
+    x = Fraction(x)
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def _format_operand(x: Value) -> str:
+    # "6 / (1/4)" rather than "6 / 1/4", which reads as (6 / 1) / 4.
+    text = _format_value(x)
+    return text if text.isdigit() else f"({text})"
 
 
 def _render(node: _Node) -> str:
@@ -85,13 +98,13 @@ def _steps(node: _Node) -> list[str]:
     return [
         *_steps(node.left),
         *_steps(node.right),
-        f"{_format_value(node.left.value)} {node.op} {_format_value(node.right.value)} = "
+        f"{_format_operand(node.left.value)} {node.op} {_format_operand(node.right.value)} = "
         f"{_format_value(node.value)}",
     ]
 
 
-def _is_nice(x: Fraction) -> bool:
-    return x.denominator == 1 and x >= 0
+def _is_nice(x: Value) -> bool:
+    return Fraction(x).denominator == 1 and x >= 0
 
 
 def _all_steps_nice(node: _Node) -> bool:
@@ -100,55 +113,73 @@ def _all_steps_nice(node: _Node) -> bool:
     return _is_nice(node.value) and _all_steps_nice(node.left) and _all_steps_nice(node.right)
 
 
+def _int_div(a: Value, b: Value) -> int | None:
+    """Exact division when the quotient is an integer (integer-only search)."""
+    return a // b if b != 0 and a % b == 0 else None
+
+
+def _fraction_div(a: Value, b: Value) -> Value | None:
+    """Exact division, an int where the quotient is integral."""
+    if b == 0:
+        return None
+    q = Fraction(a, b)
+    return q.numerator if q.denominator == 1 else q
+
+
 class _Search:
-    """Tables and lookups for one `numbers` list under one rule for allowed step results."""
+    """Tables and lookups for one `numbers` list under one rule for allowed step results.
+
+    `integer_only`: every step's result must be a non-negative integer.
+    """
 
     def __init__(self, numbers: Sequence[int], integer_only: bool) -> None:
-        self.numbers = [Fraction(n) for n in numbers]
         self.integer_only = integer_only
-        self.tables: dict[int, dict[Fraction, _Node]] = {}
+        self.numbers: list[Value] = list(numbers)
+        self.div = _int_div if integer_only else _fraction_div
+        self.tables: dict[int, dict[Value, _Node]] = {}
 
-    def _allowed(self, x: Fraction) -> bool:
-        return _is_nice(x) if self.integer_only else True
+    def allowed(self, x: Value) -> bool:
+        return x >= 0 if self.integer_only else True
 
-    def _table(self, mask: int) -> dict[Fraction, _Node]:
+    def table(self, mask: int) -> dict[Value, _Node]:
+        """Every value reachable from the numbers in `mask`, each with one expression."""
         if mask in self.tables:
             return self.tables[mask]
-        if mask & (mask - 1) == 0:  # one number: the leaf itself, whatever its value
+        if mask & (mask - 1) == 0:  # one number: the leaf itself
             value = self.numbers[mask.bit_length() - 1]
             table = {value: _Node(value)}
         else:
             table = {}
             for part_a, part_b in _splits(mask):
-                for a, node_a in self._table(part_a).items():
-                    for b, node_b in self._table(part_b).items():
-                        for op, a_left, value in _combinations(a, b):
-                            if value not in table and self._allowed(value):
+                for a, node_a in self.table(part_a).items():
+                    for b, node_b in self.table(part_b).items():
+                        for op, a_left, value in _combinations(a, b, self.div):
+                            if value not in table and self.allowed(value):
                                 left, right = (node_a, node_b) if a_left else (node_b, node_a)
                                 table[value] = _Node(value, op, left, right)
         self.tables[mask] = table
         return table
 
-    def lookup(self, mask: int, needed: Fraction | None, nonzero: bool) -> Iterator[_Node]:
+    def lookup(self, mask: int, needed: Value | None, nonzero: bool) -> Iterator[_Node]:
         """Nodes for `needed` from `mask`; `needed=None` means any value (nonzero if asked)."""
         if bin(mask).count("1") <= _TABLE_MAX:
-            table = self._table(mask)
+            table = self.table(mask)
             if needed is None:
-                yield from (n for v, n in table.items() if v != 0 or not nonzero)
-            elif needed in table:  # tables hold allowed values only
+                yield from (node for v, node in table.items() if v != 0 or not nonzero)
+            elif needed in table:
                 yield table[needed]
         elif needed is not None:
-            # "Any value" only arises as 0 * B or 0 / B for a target 0; a split that moves one
+            # "Any value" only arises as 0 * B or 0 / B for a target 0; the split that moves one
             # more number next to the 0 (0 * x) leaves a B within table size, so none is lost.
             yield from self.find(mask, needed)
 
-    def find(self, mask: int, target: Fraction) -> Iterator[_Node]:
-        """Every expression over exactly the numbers in `mask` found to equal `target`."""
-        if not self._allowed(target):
+    def find(self, mask: int, target: Value) -> Iterator[_Node]:
+        """Expressions over exactly the numbers in `mask` (two or more) that equal `target`."""
+        if not self.allowed(target):
             return  # the last step's result is the target itself
         for part_a, part_b in _splits(mask):
-            for a, node_a in self._table(part_a).items():
-                for op, a_left, needed, nonzero in _inverses(a, target):
+            for a, node_a in self.table(part_a).items():
+                for op, a_left, needed, nonzero in _inverses(a, target, self.div):
                     for node_b in self.lookup(part_b, needed, nonzero):
                         left, right = (node_a, node_b) if a_left else (node_b, node_a)
                         yield _Node(target, op, left, right)
@@ -165,37 +196,36 @@ def _splits(mask: int) -> Iterator[tuple[int, int]]:
             yield part_a, mask ^ part_a
 
 
-def _combinations(a: Fraction, b: Fraction) -> Iterator[tuple[str, bool, Fraction]]:
-    """(op, a_is_left, value) for each way to combine a and b."""
+def _combinations(a: Value, b: Value, div: Callable) -> Iterator[tuple[str, bool, Value]]:
+    """(op, a_is_left, value) for each way to combine a and b; `div` returns None if not allowed."""
     yield "+", True, a + b
     yield "*", True, a * b
     yield "-", True, a - b
     yield "-", False, b - a
-    if b != 0:
-        yield "/", True, a / b
-    if a != 0:
-        yield "/", False, b / a
+    if (q := div(a, b)) is not None:
+        yield "/", True, q
+    if (q := div(b, a)) is not None:
+        yield "/", False, q
 
 
-def _inverses(a: Fraction, t: Fraction) -> Iterator[tuple[str, bool, Fraction | None, bool]]:
-    """(op, a_is_left, needed_b, b_must_be_nonzero): `a op b == t` or `b op a == t` iff b == needed.
+def _inverses(a: Value, t: Value, div: Callable) -> Iterator[tuple[str, bool, Value | None, bool]]:
+    """(op, a_is_left, needed, nonzero): `a op b == t` (or `b op a == t`) iff `b == needed`.
 
-    `needed_b=None` means any b (nonzero if flagged) works.
+    `needed=None` means any b works (any nonzero b if `nonzero`): `0 * b == 0`, `0 / b == 0`.
     """
     yield "+", True, t - a, False
-    if a != 0:
-        yield "*", True, t / a, False
-    elif t == 0:
-        yield "*", True, None, False
     yield "-", True, a - t, False
     yield "-", False, a + t, False
-    if t != 0:
-        if a != 0:
-            yield "/", True, a / t, True
-    elif a == 0:
-        yield "/", True, None, True
-    if a != 0:
-        yield "/", False, t * a, False
+    if a == 0:
+        if t == 0:
+            yield "*", True, None, False
+            yield "/", True, None, True
+        return  # b / 0 is undefined, and 0 * b or 0 / b is never a nonzero t
+    if (b := div(t, a)) is not None:
+        yield "*", True, b, False
+    if t != 0 and (b := div(a, t)) is not None:
+        yield "/", True, b, True
+    yield "/", False, t * a, False
 
 
 def _check_input(numbers: Sequence[int], target: int) -> None:
@@ -230,9 +260,7 @@ def solve(numbers: Sequence[int], target: int) -> Solution | None:
         search = _Search(numbers, integer_only)
         # One number has no split: its table (the leaf) is the only candidate.
         candidates = (
-            search.find(full, Fraction(target))
-            if len(numbers) > 1
-            else search.lookup(full, Fraction(target), nonzero=False)
+            search.find(full, target) if len(numbers) > 1 else search.lookup(full, target, False)
         )
         node = _first_scoring(candidates, numbers, target)
         if node is not None:

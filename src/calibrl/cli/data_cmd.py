@@ -1,0 +1,126 @@
+"""`calibrl data ...`: build data sets as DIR/train.parquet and DIR/test.parquet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from calibrl.errors import UserError
+from calibrl.tasks.countdown import generate as gen
+
+app = typer.Typer(help="Build data sets (verl/TinyZero parquet).", no_args_is_help=True)
+
+
+def _fmt(bounds: tuple[int, int]) -> str:
+    return f"{bounds[0]}..{bounds[1]}"
+
+
+def parse_range(text: str, option: str) -> tuple[int, int]:
+    """`"3..4"` -> (3, 4) and `"4"` -> (4, 4); anything else is a `UserError` naming `option`."""
+    parts = text.split("..")
+    try:
+        if len(parts) == 1:
+            return int(parts[0]), int(parts[0])
+        if len(parts) == 2:
+            return int(parts[0]), int(parts[1])
+    except ValueError:
+        pass
+    raise UserError(f"{option} expects LO..HI or a single integer, got {text!r}")
+
+
+@app.command()
+def countdown(
+    out: Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")],
+    n: Annotated[
+        int | None,
+        typer.Option("--n", help="Rows over both splits; with --from, at most this many."),
+    ] = None,
+    numbers: Annotated[
+        str | None,
+        typer.Option(
+            "--numbers",
+            help=f"Numbers per instance, LO..HI (default {_fmt(gen.DEFAULT_NUM_NUMBERS)}).",
+        ),
+    ] = None,
+    max_number: Annotated[
+        int | None,
+        typer.Option(
+            "--max-number", help=f"Numbers are drawn from 1..M (default {gen.DEFAULT_MAX_NUMBER})."
+        ),
+    ] = None,
+    targets: Annotated[
+        str | None,
+        typer.Option(
+            "--targets", help=f"Target range LO..HI (default {_fmt(gen.DEFAULT_TARGET_RANGE)})."
+        ),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default 0).")] = None,
+    test_size: Annotated[
+        int | None, typer.Option("--test-size", help="Rows in the test split.")
+    ] = None,
+    test_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--test-fraction",
+            help=f"Share of rows in the test split (default {gen.DEFAULT_TEST_FRACTION}).",
+        ),
+    ] = None,
+    from_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Convert this TinyZero/verl parquet or {target, nums} parquet/json/jsonl file "
+            "instead of generating.",
+        ),
+    ] = None,
+    solve: Annotated[
+        bool,
+        typer.Option(
+            "--solve/--no-solve",
+            help="With --from: attach reference solutions and drop unsolvable rows.",
+        ),
+    ] = True,
+) -> None:
+    """Generate Countdown instances (each proven solvable), or convert an existing file."""
+    from calibrl.data import convert_countdown_file, examples_from_instances, write_examples
+
+    generation = {
+        "--numbers": numbers,
+        "--max-number": max_number,
+        "--targets": targets,
+        "--seed": seed,
+    }
+    if from_path is not None:
+        given = [name for name, value in generation.items() if value is not None]
+        if given:
+            raise UserError(f"{', '.join(given)} only apply when generating, not with --from")
+        result = convert_countdown_file(
+            from_path, n=n, test_size=test_size, test_fraction=test_fraction, solve_rows=solve
+        )
+        train, test = result.train, result.test
+        typer.echo(
+            f"read {result.rows_read} rows from {from_path}; dropped {result.duplicates} "
+            f"duplicates and {result.unsolvable} unsolvable"
+        )
+    else:
+        if n is None:
+            raise UserError("--n is required unless --from is given")
+        options = {}
+        if numbers is not None:
+            options["num_numbers"] = parse_range(numbers, "--numbers")
+        if targets is not None:
+            options["target_range"] = parse_range(targets, "--targets")
+        if max_number is not None:
+            options["max_number"] = max_number
+        if seed is not None:
+            options["seed"] = seed
+        train_instances, test_instances = gen.generate_countdown(
+            n, test_size=test_size, test_fraction=test_fraction, **options
+        )
+        train = examples_from_instances(train_instances, "train")
+        test = examples_from_instances(test_instances, "test")
+    train_path = write_examples(out / "train.parquet", train)
+    test_path = write_examples(out / "test.parquet", test)
+    typer.echo(f"wrote {train_path} ({len(train)} rows) and {test_path} ({len(test)} rows)")

@@ -1,0 +1,105 @@
+"""Countdown data sets as train/test examples: generated instances, or an existing file converted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from calibrl.data.example import TaskExample
+from calibrl.data.parquet import load_examples
+from calibrl.errors import UserError
+from calibrl.tasks import get_task
+from calibrl.tasks.countdown.generate import CountdownInstance, instance_key, resolve_test_size
+from calibrl.tasks.countdown.solver import solve
+
+SOURCE = "countdown"
+
+
+def countdown_example(
+    ground_truth: dict, index: int, split: str | None, extra: dict | None = None
+) -> TaskExample:
+    """An example whose prompt is built by the Countdown task from `ground_truth`."""
+    task = get_task(SOURCE)
+    return TaskExample(
+        SOURCE, task.build_messages(ground_truth), ground_truth, index, split, dict(extra or {})
+    )
+
+
+def examples_from_instances(instances: list[CountdownInstance], split: str) -> list[TaskExample]:
+    """Generated instances as examples of `split`, indexed 0.. in order, with their solutions."""
+    return [
+        countdown_example(
+            inst.ground_truth,
+            i,
+            split,
+            {"solution": inst.solution.expression, "steps": list(inst.solution.steps)},
+        )
+        for i, inst in enumerate(instances)
+    ]
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What `convert_countdown_file` made of a file."""
+
+    train: list[TaskExample]
+    test: list[TaskExample]
+    rows_read: int
+    duplicates: int  # same sorted numbers and target as an earlier row: dropped
+    unsolvable: int  # no expression reaches the target (only counted when solving): dropped
+
+
+def convert_countdown_file(
+    path: str | Path,
+    *,
+    n: int | None = None,
+    test_size: int | None = None,
+    test_fraction: float | None = None,
+    solve_rows: bool = True,
+) -> Conversion:
+    """Read a TinyZero/verl or `{target, nums}` file into our Countdown train/test examples.
+
+    Rows are taken in file order; repeats of an earlier problem are dropped, and with
+    `solve_rows` so are unsolvable ones, while the rest gain a reference solution and steps.
+    The first `n` kept rows (all if None) are split as in `generate_countdown`: the first
+    test-size rows are the test split. Prompts are rebuilt with our Countdown wording.
+    """
+    if n is not None and n < 1:
+        raise UserError(f"n must be at least 1, got {n}")
+    examples = load_examples(path)
+    seen: set[tuple[tuple[int, ...], int]] = set()
+    kept: list[tuple[dict, dict]] = []
+    duplicates = unsolvable = 0
+    for position, example in enumerate(examples):
+        if n is not None and len(kept) == n:
+            break
+        if get_task(example.data_source).name != SOURCE:
+            raise UserError(
+                f"{path} row {position}: data_source {example.data_source!r} is not Countdown"
+            )
+        ground_truth = example.ground_truth
+        key = instance_key(ground_truth["numbers"], ground_truth["target"])
+        if key in seen:
+            duplicates += 1
+            continue
+        seen.add(key)
+        extra = dict(example.extra)
+        if solve_rows:
+            try:
+                solution = solve(ground_truth["numbers"], ground_truth["target"])
+            except UserError as err:
+                raise UserError(f"{path} row {position}: {err}") from None
+            if solution is None:
+                unsolvable += 1
+                continue
+            extra.update(solution=solution.expression, steps=list(solution.steps))
+        kept.append((ground_truth, extra))
+    if not kept or (n is not None and len(kept) < n):
+        wanted = "" if n is None else f", fewer than n={n}"
+        raise UserError(f"{path} has {len(kept)} usable rows{wanted}")
+    n_test = resolve_test_size(len(kept), test_size, test_fraction)
+    test = [countdown_example(gt, i, "test", extra) for i, (gt, extra) in enumerate(kept[:n_test])]
+    train = [
+        countdown_example(gt, i, "train", extra) for i, (gt, extra) in enumerate(kept[n_test:])
+    ]
+    return Conversion(train, test, len(examples), duplicates, unsolvable)

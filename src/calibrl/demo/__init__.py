@@ -1,0 +1,1 @@
+"""The CPU demo: the whole system end to end on calibrl's tiny model."""

@@ -21,17 +21,20 @@ CONFIDENCE_OPEN, CONFIDENCE_CLOSE = "<confidence>", "</confidence>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
 # A plain decimal number, optionally with an exponent and a trailing percent sign. ASCII digits
-# only: Python's float() would also read Arabic-Indic or full-width digits, which no prompt asks for.
-_NUMBER = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(%?)", re.ASCII)
+# only: Python's float() would also read Arabic-Indic or full-width digits, which no prompt
+# asks for.
+_NUMBER = re.compile(
+    r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*(%?)", re.ASCII
+)
 
 
 def parse_confidence(text: str) -> float | None:
     """The confidence in the last `<confidence>…</confidence>` block of `text`, or None.
 
-    The block is the last closing tag and the nearest opening tag before it, so nested or repeated
-    tags resolve to the innermost last value and a trailing unclosed tag (a truncated completion)
-    does not hide an earlier complete one. Its content, stripped of whitespace, must be exactly one
-    number: `0.8`, `.8`, `1`, `8e-1`, `+0.5`; `-0` reads as 0.
+    The block is the last opening tag that is closed, with the first closing tag after it: repeated
+    blocks give the last value, nested tags the innermost last one, and a trailing unclosed tag (a
+    truncated completion) does not hide an earlier complete block. Its content, stripped of
+    whitespace, must be exactly one number: `0.8`, `.8`, `1`, `8e-1`, `+0.5`; `-0` reads as 0.
 
     Also accepted: a percentage, `80%` or `80 %` -> 0.8. Models often verbalise confidence that
     way and the meaning is unambiguous. A bare `80` is *not* rescaled: it could be a mistake on any
@@ -48,6 +51,7 @@ def parse_confidence(text: str) -> float | None:
     open_ = text.rfind(CONFIDENCE_OPEN, 0, close)
     if open_ == -1:
         return None
+    close = text.find(CONFIDENCE_CLOSE, open_)  # the block this opening tag starts (nesting)
     match = _NUMBER.fullmatch(text[open_ + len(CONFIDENCE_OPEN) : close].strip())
     if match is None:
         return None

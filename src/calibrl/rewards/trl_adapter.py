@@ -28,7 +28,7 @@ def _ground_truths(n: int, kwargs: Mapping[str, Any]) -> list[Mapping[str, Any]]
         return [row["ground_truth"] for row in kwargs["reward_model"]]
     numbers = kwargs.get("numbers", kwargs.get("nums"))
     if "target" in kwargs and numbers is not None:
-        return [{"target": t, "numbers": list(ns)} for t, ns in zip(kwargs["target"], numbers)]
+        return [{"target": t, "numbers": list(ns)} for t, ns in zip(kwargs["target"], numbers, strict=True)]
     raise UserError(
         "reward function needs a 'reward_model' column or 'target' with 'numbers'/'nums'; "
         f"got columns: {', '.join(sorted(kwargs)) or 'none'}"
@@ -47,7 +47,7 @@ def make_trl_reward(default_source: str = "countdown", *, binary: bool = False) 
         truths = _ground_truths(len(completions), kwargs)
         sources = kwargs.get("data_source") or [default_source] * len(completions)
         out = []
-        for completion, truth, source in zip(completions, truths, sources):
+        for completion, truth, source in zip(completions, truths, sources, strict=True):
             task, text = get_task(source), _completion_text(completion)
             out.append(float(task.verify(text, truth)) if binary else float(task.score(text, truth)))
         return out

@@ -1,0 +1,219 @@
+"""The clipped policy-gradient loss of spec §3, on `[B, R]` response tensors.
+
+Per token, with `r = exp(logp - old_logp)` and advantage `A`:
+
+    l = -min(r * A, clip(r, 1 - clip_low, 1 + clip_high) * A)          (PPO / GRPO surrogate)
+    l = min(l, -dual_clip * A)  where A < 0, if dual_clip is set           (dual clip, Ye et al.)
+    l = l + kl_coef * KL(logp, ref_logp)                                   (if ref_logp is given)
+
+Answer and confidence rows sit in one batch; each row's own `loss_mask` and `advantages` select
+what it trains, so nothing here depends on the sample type except the reported metrics.
+
+Aggregation over the batch (`agg`):
+- "token_mean": `sum(l * M) / (sum(M) + eta)`, the seed's normalisation (every token weighs the
+  same, whichever row it is in);
+- "seq_mean_token_mean": GRPO; each row's masked mean, then the mean over rows with a non-empty
+  mask;
+- "seq_mean_token_sum_norm": Dr. GRPO; `sum(l * M) / (rows * max_len)`, a constant normaliser
+  (`max_len` defaults to the mask width R; pass the configured maximum response length so the
+  scale does not depend on how the batch was padded or trimmed).
+
+With gradient accumulation, multiply each micro-batch loss by `micro_batch_weight(...)` so the
+accumulated gradient equals the full batch's.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from calibrl.algo.rollout_tree import SAMPLE_TYPE_NAMES
+from calibrl.errors import UserError
+
+Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
+AGGREGATIONS: tuple[str, ...] = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
+KLEstimator = Literal["k1", "k2", "k3"]
+KL_ESTIMATORS: tuple[str, ...] = ("k1", "k2", "k3")
+
+
+def kl_penalty(
+    logp: torch.Tensor,
+    ref_logp: torch.Tensor,
+    estimator: KLEstimator = "k3",
+    *,
+    log_ratio_clip: float = 20.0,
+) -> torch.Tensor:
+    """Per-token estimate of KL(policy || reference) from sampled tokens, `[B, R]`.
+
+    With `d = logp - ref_logp`: k1 = d, k2 = d^2 / 2, k3 = exp(-d) + d - 1 (Schulman's
+    unbiased, non-negative estimator). `d` is clamped to `±log_ratio_clip` so k3 cannot overflow.
+    """
+    if estimator not in KL_ESTIMATORS:
+        raise UserError(f"unknown KL estimator {estimator!r}; expected one of {KL_ESTIMATORS}")
+    d = (logp - ref_logp).clamp(-log_ratio_clip, log_ratio_clip)
+    if estimator == "k1":
+        return d
+    if estimator == "k2":
+        return 0.5 * d.square()
+    return torch.exp(-d) + d - 1.0
+
+
+def aggregate_loss(
+    per_token: torch.Tensor,
+    loss_mask: torch.Tensor,
+    agg: Aggregation = "token_mean",
+    *,
+    max_len: int | None = None,
+    eta: float = 1e-8,
+) -> torch.Tensor:
+    """Reduce a per-token loss `[B, R]` under a 0/1 mask `[B, R]` to a scalar (see module doc)."""
+    mask = loss_mask.to(per_token.dtype)
+    masked = torch.where(mask > 0, per_token, torch.zeros_like(per_token))  # NaN-safe where M=0
+    if agg == "token_mean":
+        return masked.sum() / (mask.sum() + eta)
+    if agg == "seq_mean_token_mean":
+        tokens = mask.sum(-1)  # [B]
+        rows = tokens > 0
+        seq_mean = masked.sum(-1) / tokens.clamp_min(1.0)  # [B]
+        return (seq_mean * rows).sum() / (rows.sum() + eta)
+    if agg == "seq_mean_token_sum_norm":
+        width = per_token.shape[-1] if max_len is None else max_len
+        return masked.sum() / (per_token.shape[0] * width + eta)
+    raise UserError(f"unknown loss aggregation {agg!r}; expected one of {AGGREGATIONS}")
+
+
+def micro_batch_weight(
+    agg: Aggregation, micro_mask: torch.Tensor, full_mask: torch.Tensor
+) -> float:
+    """Weight of a micro-batch loss so that the weighted sum over micro-batches equals the loss
+    of the full batch (up to `eta`): its share of tokens, of non-empty rows, or of rows."""
+    if agg == "token_mean":
+        return float(micro_mask.sum()) / max(float(full_mask.sum()), 1.0)
+    if agg == "seq_mean_token_mean":
+        return float((micro_mask.sum(-1) > 0).sum()) / max(
+            float((full_mask.sum(-1) > 0).sum()), 1.0
+        )
+    if agg == "seq_mean_token_sum_norm":
+        return micro_mask.shape[0] / max(full_mask.shape[0], 1)
+    raise UserError(f"unknown loss aggregation {agg!r}; expected one of {AGGREGATIONS}")
+
+
+def _check_options(clip_low: float, clip_high: float, dual_clip: float | None, agg: str) -> None:
+    if not 0.0 <= clip_low < 1.0 or clip_high < 0.0:
+        raise UserError(
+            f"clip ranges must satisfy 0 <= clip_low < 1 and clip_high >= 0, "
+            f"got {clip_low}, {clip_high}"
+        )
+    if dual_clip is not None and dual_clip <= 1.0:
+        raise UserError(
+            f"dual_clip must be > 1 (it bounds the loss at -dual_clip * A), got {dual_clip}"
+        )
+    if agg not in AGGREGATIONS:
+        raise UserError(f"unknown loss aggregation {agg!r}; expected one of {AGGREGATIONS}")
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    *,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | None = None,
+    agg: Aggregation = "token_mean",
+    max_len: int | None = None,
+    ref_logp: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+    kl_estimator: KLEstimator = "k3",
+    eta: float = 1e-8,
+    log_ratio_clip: float = 20.0,
+    sample_type: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The clipped surrogate loss and its metrics.
+
+    Args:
+        logp: `[B, R]` log-probs of the response tokens under the current policy (with grad).
+        old_logp: `[B, R]` log-probs under the sampling policy.
+        advantages: `[B, R]` per-token advantages (zero outside the mask).
+        loss_mask: `[B, R]` 0/1; only these tokens train. Values outside it may be anything,
+            even NaN: they are selected away, never multiplied by 0.
+        clip_low, clip_high: the ratio is clipped to `[1 - clip_low, 1 + clip_high]`.
+        dual_clip: if set (> 1), caps the loss of negative-advantage tokens at `-dual_clip * A`.
+        agg, max_len, eta: aggregation (module doc); `eta` (default 1e-8) only guards an empty
+            mask in the token-mean denominator `sum(M) + eta`, so it is negligible otherwise.
+        ref_logp, kl_coef, kl_estimator: optional KL penalty to a reference policy, added per
+            token before aggregation when `ref_logp` is given and `kl_coef != 0`.
+        log_ratio_clip: `logp - old_logp` (and `logp - ref_logp`) is clamped to `±log_ratio_clip`
+            before `exp`, so a stale token cannot produce inf.
+        sample_type: optional `[B]` (0 answer, 1 confidence); adds per-type metrics.
+    Returns:
+        `(loss, metrics)`: a scalar tensor, and floats: `pg_loss`, `clipfrac_low` (share of masked
+        tokens with A < 0 and r < 1 - clip_low), `clipfrac_high` (A > 0 and r > 1 + clip_high),
+        `dual_clipfrac` (if dual clip), `approx_kl` (mean of `(r - 1) - log r`, KL(old||new)),
+        `ratio_mean`, `kl` (if KL); each also as `answer/<name>` and `confidence/<name>` when
+        `sample_type` is given and the type has masked tokens.
+    """
+    if not (logp.shape == old_logp.shape == advantages.shape == loss_mask.shape) or logp.ndim != 2:
+        raise ValueError(
+            f"logp, old_logp, advantages, loss_mask must share one [B, R] shape; got "
+            f"{[tuple(t.shape) for t in (logp, old_logp, advantages, loss_mask)]}"
+        )
+    _check_options(clip_low, clip_high, dual_clip, agg)
+    mask = loss_mask > 0  # [B, R] bool
+    zeros = torch.zeros_like(logp)
+    # Select before any arithmetic: NaN or -inf outside the mask must not reach exp() or its
+    # backward, where 0 * inf would still be NaN.
+    lp = torch.where(mask, logp, zeros)
+    old_lp = torch.where(mask, old_logp.to(logp.dtype), zeros)
+    adv = torch.where(mask, advantages.to(logp.dtype), zeros)  # [B, R]
+    log_ratio = (lp - old_lp).clamp(-log_ratio_clip, log_ratio_clip)
+    ratio = torch.exp(log_ratio)  # [B, R]
+
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
+    pg = torch.maximum(unclipped, clipped)  # [B, R] = -min(r A, clip(r) A)
+    dual_bound = None
+    if dual_clip is not None:
+        dual_bound = (adv < 0) & (pg > -dual_clip * adv)
+        pg = torch.where(dual_bound, -dual_clip * adv, pg)
+    per_token = pg
+    kl = None
+    if ref_logp is not None and kl_coef != 0.0:
+        ref_lp = torch.where(mask, ref_logp.to(logp.dtype), zeros)
+        kl = kl_penalty(lp, ref_lp, kl_estimator, log_ratio_clip=log_ratio_clip)  # 0 off-mask
+        per_token = pg + kl_coef * kl
+    loss = aggregate_loss(per_token, loss_mask, agg, max_len=max_len, eta=eta)
+
+    with torch.no_grad():
+        token_stats = {
+            "pg_loss": pg,
+            "clipfrac_low": ((adv < 0) & (ratio < 1.0 - clip_low)).to(logp.dtype),
+            "clipfrac_high": ((adv > 0) & (ratio > 1.0 + clip_high)).to(logp.dtype),
+            "approx_kl": ratio - 1.0 - log_ratio,
+            "ratio_mean": ratio,
+        }
+        if dual_bound is not None:
+            token_stats["dual_clipfrac"] = dual_bound.to(logp.dtype)
+        if kl is not None:
+            token_stats["kl"] = kl
+        metrics = _masked_means(token_stats, mask, "")
+        if sample_type is not None:
+            for type_id, type_name in SAMPLE_TYPE_NAMES.items():
+                rows = (sample_type == type_id).unsqueeze(-1)  # [B, 1]
+                if (mask & rows).any():
+                    metrics.update(_masked_means(token_stats, mask & rows, f"{type_name}/"))
+    return loss, metrics
+
+
+def _masked_means(
+    stats: dict[str, torch.Tensor], mask: torch.Tensor, prefix: str
+) -> dict[str, float]:
+    count = mask.sum().clamp_min(1)
+    return {
+        prefix + name: float(
+            torch.where(mask, value.detach(), torch.zeros_like(value)).sum() / count
+        )
+        for name, value in stats.items()
+    }

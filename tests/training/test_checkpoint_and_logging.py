@@ -41,7 +41,7 @@ def test_save_prune_and_find(tmp_path):
     latest = find_checkpoint("auto", tmp_path)
     assert latest.step == 3 and latest.load_state()["data"]["position"] == 3
     reloaded = Qwen2ForCausalLM.from_pretrained(latest.model_dir)
-    for a, b in zip(model.parameters(), reloaded.parameters()):
+    for a, b in zip(model.parameters(), reloaded.parameters(), strict=True):
         assert torch.equal(a, b)
 
 

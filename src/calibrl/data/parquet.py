@@ -57,9 +57,13 @@ def examples_to_table(examples: list[TaskExample]) -> pa.Table:
     if len(tasks) > 1:
         raise UserError(f"one file holds one task, got {', '.join(sorted(tasks))}")
     (task_name,) = tasks
-    if task_name not in _TASK_TYPES:
-        raise UserError(f"no parquet schema for task {task_name!r}")
     rows = [e.to_row() for e in examples]
+    if task_name not in _TASK_TYPES:  # a task without a declared schema: Arrow infers one
+        try:
+            return pa.Table.from_pylist(rows)
+        except (pa.ArrowException, OverflowError) as err:
+            raise UserError(f"cannot store these rows as parquet: {err}".replace("\n", " ")
+                            ) from None
     known = set(arrow_schema(task_name).field("extra_info").type.names)
     # Keys the schema does not name keep the type Arrow infers (they would otherwise be dropped).
     others = sorted({key for row in rows for key in row["extra_info"]} - known)

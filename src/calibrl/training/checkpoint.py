@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from calibrl.errors import UserError
+from calibrl.utils.atomic import atomic_dir
 
 _NAME = re.compile(r"^checkpoint-(\d{6})$")
 STATE_FILE = "trainer_state.pt"
@@ -89,18 +90,14 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
     dicts, data position and anything else needed to resume (RNG states are added here).
     """
     final = run_dir / f"checkpoint-{step:06d}"
-    tmp = run_dir / f".tmp-checkpoint-{step:06d}"
-    for stale in run_dir.glob(".tmp-checkpoint-*"):
+    for stale in run_dir.glob(".tmp-checkpoint-*"):  # left by a run killed mid-save
         shutil.rmtree(stale, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.save_pretrained(tmp / "model")
-    tokenizer.save_pretrained(tmp / "model")
-    torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
-    (tmp / INFO_FILE).write_text(json.dumps({"step": step}) + "\n")
-    _fsync_dir(tmp)
-    if final.exists():  # a re-save of the same step after a resume
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    with atomic_dir(final) as tmp:
+        model.save_pretrained(tmp / "model")
+        tokenizer.save_pretrained(tmp / "model")
+        torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
+        (tmp / INFO_FILE).write_text(json.dumps({"step": step}) + "\n")
+        _fsync_dir(tmp)
     _fsync_dir(run_dir)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         shutil.rmtree(old.path, ignore_errors=True)

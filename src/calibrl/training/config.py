@@ -16,12 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from calibrl.errors import UserError
-
-DEFAULT_CONFIDENCE_QUESTION = (
-    "How confident are you that your answer above is correct? Briefly analyse it in "
-    "<analysis> </analysis> tags, then give a probability between 0 and 1 in "
-    "<confidence> </confidence> tags."
-)
+from calibrl.rollout.prompts import CONFIDENCE_QUESTION as DEFAULT_CONFIDENCE_QUESTION
 
 
 class _Section(BaseModel):

@@ -1,0 +1,157 @@
+"""The three rollouts: two-turn RLCR, single-turn RLCR and RLVR, each producing a rollout tree.
+
+- `rlvr`: G_a answers per prompt, stopped at `</answer>`.
+- `rlcr`: G_a completions per prompt holding answer, analysis and confidence (the prompt carries
+  `RLCR_INSTRUCTION`), stopped at `</confidence>`.
+- `two_turn`: the `rlvr` answers, then for every answer the conversation prompt -> answer ->
+  confidence question, G_c confidence completions each, all answers batched in one engine call.
+  Answers cut at the length limit still get their confidence turn and are scored as they are.
+
+Rollouts only generate; `calibrl.algo.scoring.score_tree` writes rewards afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from calibrl.algo.rollout_tree import AnswerNode, PromptNode, RolloutTree, Sample
+from calibrl.data import TaskExample
+from calibrl.rollout.engine import Engine, Generation, SamplingParams
+from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
+
+ANSWER_STOP = ("</answer>",)
+CONFIDENCE_STOP = ("</confidence>",)
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What a rollout samples (mirrors `RolloutConfig`; see its field help)."""
+
+    num_generations_answer: int = 4
+    num_generations_confidence: int = 2
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_answer_tokens: int = 128
+    max_confidence_tokens: int = 48
+    confidence_question: str = CONFIDENCE_QUESTION
+    max_prompt_tokens: int = 256
+    chat_template: Literal["auto", "plain"] = "auto"
+
+    @classmethod
+    def from_config(cls, rollout: Any, model: Any, data: Any) -> RolloutSettings:
+        return cls(
+            num_generations_answer=rollout.num_generations_answer,
+            num_generations_confidence=rollout.num_generations_confidence,
+            temperature=rollout.temperature, top_p=rollout.top_p, top_k=rollout.top_k,
+            max_answer_tokens=rollout.max_answer_tokens,
+            max_confidence_tokens=rollout.max_confidence_tokens,
+            confidence_question=rollout.confidence_question,
+            max_prompt_tokens=data.max_prompt_tokens, chat_template=model.chat_template,
+        )
+
+    def max_response_tokens(self, mode: str) -> int:
+        """The longest completion a mode can produce (Dr. GRPO's constant normaliser)."""
+        if mode == "rlcr":
+            return self.max_answer_tokens + self.max_confidence_tokens
+        if mode == "two_turn":
+            return max(self.max_answer_tokens, self.max_confidence_tokens)
+        return self.max_answer_tokens
+
+    def params(self, n: int, max_new_tokens: int, stop: tuple[str, ...], seed: int | None
+               ) -> SamplingParams:
+        return SamplingParams(n=n, temperature=self.temperature, top_p=self.top_p,
+                              top_k=self.top_k, max_new_tokens=max_new_tokens, stop=stop,
+                              seed=seed)
+
+
+def plain_template(messages: Sequence[dict[str, str]]) -> str:
+    """'System: ...\\nUser: ...\\nAssistant: ...' with an open assistant turn (base models)."""
+    lines = [f"{m['role'].capitalize()}: {m['content']}" for m in messages]
+    return "\n".join(lines) + "\nAssistant:"
+
+
+def encode_messages(tokenizer: Any, messages: Sequence[dict[str, str]],
+                    chat_template: str = "auto", max_tokens: int | None = None) -> list[int]:
+    """Token ids of `messages` with an open assistant turn, left-truncated to `max_tokens`."""
+    if chat_template == "auto" and getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
+                                            tokenize=True, return_dict=False)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):  # some versions return an encoding
+            ids = ids["input_ids"]
+    else:
+        ids = tokenizer(plain_template(messages), add_special_tokens=True)["input_ids"]
+    ids = [int(i) for i in ids]
+    return ids if max_tokens is None else ids[-max_tokens:]
+
+
+def _sample(context: list[int], gen: Generation) -> Sample:
+    return Sample(context_ids=context, token_ids=list(gen.token_ids), text=gen.text,
+                  logprobs=list(gen.logprobs), finish_reason=gen.finish_reason)
+
+
+def _seed(seed: int | None, turn: int) -> int | None:
+    return None if seed is None else seed * 2 + turn
+
+
+def sample_answers(engine: Engine, tokenizer: Any, examples: Sequence[TaskExample],
+                   settings: RolloutSettings, mode: str, seed: int | None = None) -> RolloutTree:
+    """Turn 1 for every mode: G_a completions per prompt, as an unscored tree."""
+    contexts = [encode_messages(tokenizer, answer_messages(ex.messages, mode),
+                                settings.chat_template, settings.max_prompt_tokens)
+                for ex in examples]
+    single_turn_rlcr = mode == "rlcr"
+    params = settings.params(
+        settings.num_generations_answer,
+        settings.max_answer_tokens + (settings.max_confidence_tokens if single_turn_rlcr else 0),
+        CONFIDENCE_STOP if single_turn_rlcr else ANSWER_STOP,
+        _seed(seed, 0),
+    )
+    generations = engine.generate(contexts, params)
+    tree = RolloutTree(mode=mode)  # type: ignore[arg-type]
+    for ex, context, gens in zip(examples, contexts, generations, strict=True):
+        tree.prompts.append(PromptNode(index=ex.index, data_source=ex.data_source,
+                                       ground_truth=ex.ground_truth,
+                                       answers=[AnswerNode(_sample(context, g)) for g in gens]))
+    return tree
+
+
+def sample_confidences(engine: Engine, tokenizer: Any, tree: RolloutTree,
+                       examples: Sequence[TaskExample], settings: RolloutSettings,
+                       n: int | None = None, seed: int | None = None) -> RolloutTree:
+    """Turn 2: for every answer, `n` (default G_c) confidence completions, in one engine call."""
+    answers, contexts = [], []
+    for ex, prompt in zip(examples, tree.prompts, strict=True):
+        for answer in prompt.answers:
+            messages = confidence_messages(ex.messages, answer.sample.text,
+                                           settings.confidence_question)
+            answers.append(answer)
+            # Not truncated: the turn-1 prompt is already bounded and the answer is too.
+            contexts.append(encode_messages(tokenizer, messages, settings.chat_template))
+    params = settings.params(n or settings.num_generations_confidence,
+                             settings.max_confidence_tokens, CONFIDENCE_STOP, _seed(seed, 1))
+    for answer, context, gens in zip(answers, contexts, engine.generate(contexts, params),
+                                     strict=True):
+        answer.confidences = [_sample(context, g) for g in gens]
+    return tree
+
+
+def rlvr_rollout(engine, tokenizer, examples, settings, seed=None) -> RolloutTree:
+    return sample_answers(engine, tokenizer, examples, settings, "rlvr", seed)
+
+
+def rlcr_rollout(engine, tokenizer, examples, settings, seed=None) -> RolloutTree:
+    return sample_answers(engine, tokenizer, examples, settings, "rlcr", seed)
+
+
+def two_turn_rollout(engine, tokenizer, examples, settings, seed=None) -> RolloutTree:
+    tree = sample_answers(engine, tokenizer, examples, settings, "two_turn", seed)
+    return sample_confidences(engine, tokenizer, tree, examples, settings, seed=seed)
+
+
+Rollout = Callable[[Engine, Any, Sequence[TaskExample], RolloutSettings, "int | None"],
+                   RolloutTree]
+ROLLOUTS: dict[str, Rollout] = {"two_turn": two_turn_rollout, "rlcr": rlcr_rollout,
+                                "rlvr": rlvr_rollout}

@@ -1,0 +1,254 @@
+"""The RL loop: sample prompts -> rollout -> rewards -> advantages -> clipped policy-gradient
+passes -> optimiser step -> push weights to the engine -> log -> checkpoint.
+
+Everything algorithmic is a call into `calibrl.algo` / `calibrl.rollout`; this module only wires
+them with accelerate, so the same code runs on CPU, one GPU, or DDP/FSDP/DeepSpeed under
+`accelerate launch -m calibrl train ...`. Each process rolls out its own shard of prompts;
+gradients are averaged by accelerate.
+
+Randomness per step is derived from `(seed, step)` (sampling seeds) and the data position, so a run
+resumed from a checkpoint continues exactly as the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import set_seed
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+
+from calibrl.algo import build_train_batch, histogram_values, rollout_stats, score_tree
+from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
+from calibrl.data import load_examples
+from calibrl.rollout.engine import make_engine
+from calibrl.rollout.rollouts import ROLLOUTS, RolloutSettings
+from calibrl.tasks import get_task
+from calibrl.training.checkpoint import find_checkpoint, save_checkpoint, set_rng_state
+from calibrl.training.config import Config, dump_config
+from calibrl.training.metrics_log import MetricsLogger
+from calibrl.training.policy import load_policy, resolve_model_path, token_logprobs
+from calibrl.training.prompt_sampler import PromptSampler
+from calibrl.training.samples import sample_rows
+from calibrl.utils.atomic import atomic_dir
+
+
+def run_directory(cfg: Config) -> Path:
+    name = cfg.logging.run_name or f"{cfg.algorithm.mode}-{datetime.now():%Y%m%d-%H%M%S}"
+    return Path(cfg.logging.output_dir) / name
+
+
+@dataclass
+class _Accumulated:
+    """Metrics averaged over a step's micro-batches, weighted by their loss weight."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def add(self, metrics: dict[str, float], weight: float) -> None:
+        for key, value in metrics.items():
+            self.sums[key] = self.sums.get(key, 0.0) + value * weight
+            self.weights[key] = self.weights.get(key, 0.0) + weight
+
+    def means(self) -> dict[str, float]:
+        return {k: self.sums[k] / self.weights[k] for k in self.sums if self.weights[k] > 0}
+
+
+class Trainer:
+    """Two-turn RLCR, single-turn RLCR or RLVR training from one `Config`."""
+
+    def __init__(self, cfg: Config, run_dir: Path | None = None, engine: Any = None) -> None:
+        """`engine` overrides the configured one (tests inject scripted engines)."""
+        self.cfg = cfg
+        self.run_dir = run_dir or run_directory(cfg)
+        self.accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision)
+        self.is_main = self.accelerator.is_main_process
+        set_seed(cfg.seed)
+        self.examples = load_examples(cfg.data.train_path)
+        for source in {ex.data_source for ex in self.examples}:
+            get_task(source)  # unknown data_source: fail now, not at step 1
+        model_path = resolve_model_path(cfg.model.path, self.run_dir)
+        model, self.tokenizer = load_policy(model_path, dtype=cfg.model.dtype,
+                                            trust_remote_code=cfg.model.trust_remote_code)
+        optim = cfg.optim
+        optimizer = torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=optim.betas,
+                                      weight_decay=optim.weight_decay)
+        passes = optim.total_steps * cfg.algorithm.ppo_epochs
+        scheduler = get_scheduler(optim.scheduler, optimizer,
+                                  num_warmup_steps=optim.warmup_steps * cfg.algorithm.ppo_epochs,
+                                  num_training_steps=passes)
+        self.model, self.optimizer, self.scheduler = self.accelerator.prepare(
+            model, optimizer, scheduler)
+        self.ref_model = None
+        if cfg.algorithm.kl_coef > 0:
+            ref, _ = load_policy(model_path, dtype=cfg.model.dtype,
+                                 trust_remote_code=cfg.model.trust_remote_code)
+            self.ref_model = self.accelerator.prepare_model(ref.eval().requires_grad_(False),
+                                                            evaluation_mode=True)
+        self.engine = engine or make_engine(cfg.rollout.engine, self._unwrapped(),
+                                            self.tokenizer, **self._engine_options())
+        self.sampler = PromptSampler(len(self.examples), cfg.seed, cfg.data.shuffle,
+                                     self.accelerator.process_index,
+                                     self.accelerator.num_processes)
+        self.settings = RolloutSettings.from_config(cfg.rollout, cfg.model, cfg.data)
+        self.eos_ids = [self.tokenizer.eos_token_id]
+        self.step = 0
+
+    def _unwrapped(self) -> Any:
+        return self.accelerator.unwrap_model(self.model)
+
+    def _engine_options(self) -> dict[str, Any]:
+        if self.cfg.rollout.engine == "vllm":
+            return {"gpu_memory_utilization": self.cfg.rollout.vllm_gpu_memory_utilization}
+        return {"max_batch_size": self.cfg.rollout.max_batch_size}
+
+    # ------------------------------------------------------------------ resume / checkpoint
+    def maybe_resume(self) -> None:
+        if not self.cfg.checkpoint.resume:
+            return
+        ckpt = find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)
+        if ckpt is None:
+            return
+        from safetensors.torch import load_file
+
+        weights = load_file(str(ckpt.model_dir / "model.safetensors"))
+        self._unwrapped().load_state_dict(weights, strict=False)
+        state = ckpt.load_state()
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["data"])
+        set_rng_state(state["rng"])
+        self.step = ckpt.step
+        self.engine.update_weights(self._unwrapped())
+        if self.is_main:
+            print(f"resumed from {ckpt.path} (step {ckpt.step})")
+
+    def save(self) -> None:
+        self.accelerator.wait_for_everyone()
+        if self.is_main:
+            save_checkpoint(self.run_dir, self.step, model=self._unwrapped(),
+                            tokenizer=self.tokenizer, keep_last=self.cfg.checkpoint.keep_last,
+                            trainer_state={"optimizer": self.optimizer.state_dict(),
+                                           "scheduler": self.scheduler.state_dict(),
+                                           "data": self.sampler.state_dict()})
+
+    # ------------------------------------------------------------------ one step
+    def _rollout(self):
+        batch_examples = [self.examples[i] for i in self.sampler.next(
+            self.cfg.rollout.prompts_per_step)]
+        seed = (self.cfg.seed * 1_000_003 + self.step) * 64 + self.accelerator.process_index
+        self.model.eval()
+        with torch.no_grad(), self.accelerator.autocast():
+            tree = ROLLOUTS[self.cfg.algorithm.mode](self.engine, self.tokenizer, batch_examples,
+                                                     self.settings, seed)
+        return score_tree(tree), batch_examples
+
+    def _old_logprobs(self, model: Any, micro: list) -> list[torch.Tensor]:
+        with torch.no_grad(), self.accelerator.autocast():
+            return [token_logprobs(model, mb, self.cfg.rollout.temperature)[0] for mb in micro]
+
+    def _optimise(self, batch) -> dict[str, float]:
+        algo, temperature = self.cfg.algorithm, self.cfg.rollout.temperature
+        batch = batch.to(self.accelerator.device)
+        micro = batch.split(self.cfg.optim.micro_batch_size)
+        self.model.train()
+        # One pass: old = current policy (ratio 1, TRL's convention); more: freeze them first.
+        old = self._old_logprobs(self.model, micro) if algo.ppo_epochs > 1 else None
+        ref = self._old_logprobs(self.ref_model, micro) if self.ref_model is not None else None
+        acc = _Accumulated()
+        for _ in range(algo.ppo_epochs):
+            for i, mb in enumerate(micro):
+                weight = micro_batch_weight(algo.loss_agg, mb.loss_mask, batch.loss_mask)
+                with self.accelerator.autocast():
+                    logp, entropy = token_logprobs(self.model, mb, temperature, with_entropy=True)
+                    loss, metrics = policy_loss(
+                        logp, logp.detach() if old is None else old[i], mb.advantages,
+                        mb.loss_mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
+                        dual_clip=algo.dual_clip, agg=algo.loss_agg,
+                        max_len=self.settings.max_response_tokens(algo.mode), kl_coef=algo.kl_coef,
+                        ref_logp=None if ref is None else ref[i], kl_estimator=algo.kl_estimator,
+                        sample_type=mb.sample_type)
+                self.accelerator.backward(loss * weight)
+                mask = mb.loss_mask > 0
+                metrics["entropy"] = float(entropy[mask].mean()) if mask.any() else 0.0
+                metrics["loss"] = float(loss.detach())
+                acc.add(metrics, weight)
+            grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(),
+                                                         self.cfg.optim.max_grad_norm)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        return {**{f"train/{k}": v for k, v in acc.means().items()},
+                "train/grad_norm": float(grad_norm), "train/lr": self.scheduler.get_last_lr()[0]}
+
+    def train_step(self) -> dict[str, float]:
+        self.step += 1
+        start = time.perf_counter()
+        tree, batch_examples = self._rollout()
+        rollout_s = time.perf_counter() - start
+        algo = self.cfg.algorithm
+        batch = build_train_batch(tree, self.tokenizer, lambda_ans=algo.lambda_ans,
+                                  lambda_conf=algo.lambda_conf,
+                                  confidence_level=algo.confidence_level,
+                                  normalize_std=algo.normalize_std, eps=algo.eps,
+                                  eos_ids=self.eos_ids)
+        metrics = {**rollout_stats(tree), **self._optimise(batch)}
+        self.engine.update_weights(self._unwrapped())
+        step_s = time.perf_counter() - start
+        tokens = int(batch.response_mask.sum())
+        metrics.update({"time/rollout_s": rollout_s, "time/train_s": step_s - rollout_s,
+                        "time/step_s": step_s, "time/tokens_per_s": tokens / step_s})
+        self._log(metrics, tree, batch_examples)
+        return metrics
+
+    def _log(self, metrics: dict[str, float], tree, batch_examples) -> None:
+        if not self.is_main:
+            return
+        if self.step % self.cfg.logging.log_every == 0:
+            self.logger.log(self.step, metrics)
+            for name, values in histogram_values(tree).items():
+                self.logger.histogram(self.step, name, values)
+        if self.step % self.cfg.logging.samples_every == 0 and self.cfg.logging.num_samples:
+            self.logger.samples(self.step, sample_rows(tree, batch_examples,
+                                                       self.cfg.logging.num_samples))
+
+    # ------------------------------------------------------------------ the run
+    def train(self) -> Path:
+        """Run to `optim.total_steps`; returns the directory of the final Hugging Face model."""
+        cfg = self.cfg
+        if self.is_main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.yaml").write_text(dump_config(cfg))
+            print(f"run directory: {self.run_dir.resolve()} (config.yaml, metrics.jsonl, "
+                  "tensorboard/, checkpoint-*/, final-model/)")
+        self.maybe_resume()
+        self.logger = MetricsLogger(self.run_dir, tensorboard=cfg.logging.tensorboard and
+                                    self.is_main, wandb=cfg.logging.wandb and self.is_main,
+                                    wandb_project=cfg.logging.wandb_project,
+                                    run_name=self.run_dir.name, config=cfg.model_dump())
+        bar = tqdm(total=cfg.optim.total_steps, initial=self.step, desc=cfg.algorithm.mode,
+                   disable=not self.is_main, dynamic_ncols=True)
+        try:
+            while self.step < cfg.optim.total_steps:
+                metrics = self.train_step()
+                bar.update(1)
+                bar.set_postfix(acc=f"{metrics.get('answer/reward_mean', 0):.2f}",
+                                conf=f"{metrics.get('confidence/reward_mean', 0):.2f}")
+                if self.step % cfg.checkpoint.every == 0 or self.step == cfg.optim.total_steps:
+                    self.save()
+        finally:
+            bar.close()
+            self.logger.close()
+        final = self.run_dir / "final-model"
+        if self.is_main:
+            with atomic_dir(final) as tmp:
+                self._unwrapped().save_pretrained(tmp)
+                self.tokenizer.save_pretrained(tmp)
+            print(f"final model: {final.resolve()}")
+        return final

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -26,27 +27,35 @@ def _group() -> None:
 
 @app.command("init")
 def init(
-    out: Path = typer.Option(..., "--out", help="Folder to write the model and tokenizer into."),
-    hidden_size: int = typer.Option(_DEFAULT.hidden_size, help="Width of the residual stream."),
-    num_layers: int = typer.Option(_DEFAULT.num_layers, help="Number of transformer blocks."),
-    num_heads: int = typer.Option(_DEFAULT.num_heads, help="Attention heads per block."),
-    num_kv_heads: int | None = typer.Option(
-        _DEFAULT.num_kv_heads, help="Key/value heads (default: as many as attention heads)."
+    out: Annotated[Path, typer.Option("--out", help="Folder for the model and tokenizer.")],
+    hidden_size: Annotated[int, typer.Option(help="Width of the residual stream.")] = (
+        _DEFAULT.hidden_size
     ),
-    intermediate_size: int | None = typer.Option(
-        _DEFAULT.intermediate_size, help="MLP width (default: 3 x hidden size)."
+    num_layers: Annotated[int, typer.Option(help="Number of transformer blocks.")] = (
+        _DEFAULT.num_layers
     ),
-    max_positions: int = typer.Option(
-        _DEFAULT.max_position_embeddings, help="Longest sequence, prompt plus response."
+    num_heads: Annotated[int, typer.Option(help="Attention heads per block.")] = (
+        _DEFAULT.num_heads
     ),
-    tie_embeddings: bool = typer.Option(
-        _DEFAULT.tie_embeddings, help="Share the input embedding and output matrix."
-    ),
-    seed: int = typer.Option(0, help="Seed of the weight initialisation."),
-    overwrite: bool = typer.Option(False, help="Write into a folder that is not empty."),
+    num_kv_heads: Annotated[
+        int | None, typer.Option(help="Key/value heads (default: as many as attention heads).")
+    ] = _DEFAULT.num_kv_heads,
+    intermediate_size: Annotated[
+        int | None, typer.Option(help="MLP width (default: 3 x hidden size).")
+    ] = _DEFAULT.intermediate_size,
+    max_positions: Annotated[
+        int, typer.Option(help="Longest sequence, prompt plus response.")
+    ] = _DEFAULT.max_position_embeddings,
+    tie_embeddings: Annotated[
+        bool, typer.Option(help="Share the input embedding and output matrix.")
+    ] = _DEFAULT.tie_embeddings,
+    seed: Annotated[int, typer.Option(help="Seed of the weight initialisation.")] = 0,
+    overwrite: Annotated[bool, typer.Option(help="Write into a folder that is not empty.")] = False,
 ) -> None:
     """Create a freshly initialised model + tokenizer loadable with `from_pretrained`."""
-    # Imported here so `calibrl --help` does not pay for transformers.
+    # Imported here so `calibrl --help` does not pay for torch and transformers.
+    from transformers import AutoModelForCausalLM
+
     from calibrl.models.tiny import count_parameters, create_tiny_model
 
     path = create_tiny_model(
@@ -62,8 +71,6 @@ def init(
         tie_embeddings=tie_embeddings,
     )
     # Loading it back both counts the parameters and proves the folder loads.
-    from transformers import AutoModelForCausalLM
-
     model = AutoModelForCausalLM.from_pretrained(path)
     typer.echo(
         f"wrote {path}: {count_parameters(model):,} parameters, "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import random
 
+from calibrl.rollout.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
 from calibrl.tasks.countdown.task import SYSTEM_PROMPT, user_prompt
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -28,8 +29,10 @@ TAGS = (
     CONFIDENCE_CLOSE,
 )
 
-# Turn-2 questions of the two-turn calibration conversation; the first is the default.
+# Turn-2 questions of the two-turn calibration conversation; the first is the default
+# (`calibrl.rollout.prompts.CONFIDENCE_QUESTION`, the run config's `rollout.confidence_question`).
 CONFIDENCE_QUESTIONS = (
+    CONFIDENCE_QUESTION,
     "Now state how confident you are that your answer above is correct. Reply with "
     "<analysis> </analysis> and <confidence> </confidence> tags, the confidence a number "
     "between 0 and 1.",
@@ -43,7 +46,6 @@ CONFIDENCE_QUESTIONS = (
     "<analysis> </analysis> and give a number between 0 and 1 inside "
     "<confidence> </confidence>.",
 )
-CONFIDENCE_QUESTION = CONFIDENCE_QUESTIONS[0]
 
 ANALYSIS_SENTENCES = (
     "The equation uses each number exactly once and evaluates to the target.",
@@ -124,13 +126,15 @@ def tokenizer_corpus(seed: int = 0) -> list[str]:
     """Deterministic list of texts the BPE merges are learned from."""
     rng = random.Random(seed)
     texts: list[str] = list(_digit_strings())
-    texts += [f"{role}\n" for role in ROLES]
+    texts += [f"{role}\n" for role in ROLES]  # ChatML role lines
+    texts += [f"{role.capitalize()}: " for role in ROLES]  # the plain "User: ..." format
     texts.append(SYSTEM_PROMPT)
     for size in (3, 4, 5, 6):
         nums = [rng.randint(1, 99) for _ in range(size)]
         texts.append(user_prompt(nums, rng.randint(1, 999)))
     texts += _equation_lines(rng, 50)
     texts += CONFIDENCE_QUESTIONS
+    texts.append(RLCR_INSTRUCTION)
     for sentence in ANALYSIS_SENTENCES:
         for value in _confidence_values():
             texts.append(

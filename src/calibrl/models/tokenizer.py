@@ -17,6 +17,8 @@ Design (why, in short):
   but not special ones, so `skip_special_tokens=True` keeps them.
 - ChatML turns (`<|im_start|>role\\n...<|im_end|>\\n`), as Qwen2 writes them; eos is
   `<|im_end|>` and `<|endoftext|>` pads.
+A saved model folder carries its tokenizer: load that one, not a rebuilt one, because a change
+to the corpus (or to Python's `random`) changes the token ids.
 """
 
 from __future__ import annotations

@@ -1,0 +1,120 @@
+"""`calibrl eval`: generate with a model on a data file, verify, and write metrics and figures.
+
+Each prompt gets `samples` answers in the mode's format (rollouts of `calibrl.rollout.rollouts`),
+two_turn answers get one confidence turn each, and every answer becomes one record:
+correct (the task's strict verifier), the parsed confidence (None when unparsable; the metrics
+count it as 0 and report the share), whether an equation could be extracted at all
+(`format_ok`), and the token lengths of both turns. Writes, in `out_dir`:
+`predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`, and the PNG figures.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from calibrl.algo import score_tree
+from calibrl.algo.scoring import answer_part
+from calibrl.data import TaskExample, load_examples
+from calibrl.errors import UserError
+from calibrl.evaluation.metrics import EvalRecord
+from calibrl.evaluation.report import write_evaluation
+from calibrl.rewards import parse_confidence
+from calibrl.rollout.engine import make_engine
+from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
+from calibrl.tasks.countdown import extract_solution
+from calibrl.utils.atomic import atomic_write_text
+
+MODES = ("two_turn", "rlcr", "rlvr")
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """How to evaluate (CLI flags of `calibrl eval`)."""
+
+    mode: str = "two_turn"
+    samples: int = 1
+    temperature: float = 0.0
+    max_answer_tokens: int = 128
+    max_confidence_tokens: int = 48
+    max_examples: int | None = None
+    batch_prompts: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise UserError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.samples < 1:
+            raise UserError(f"--samples must be >= 1, got {self.samples}")
+        if self.samples > 1 and self.temperature == 0:
+            raise UserError("--samples > 1 with --temperature 0 repeats one greedy answer; "
+                            "set --temperature > 0")
+
+
+def _records(tree, mode: str) -> list[dict[str, Any]]:
+    rows = []
+    for prompt in tree.prompts:
+        for answer in prompt.answers:
+            text = answer.sample.text
+            conf_text = answer.confidences[0].text if answer.confidences else None
+            confidence = None
+            if mode == "two_turn":
+                confidence = parse_confidence(conf_text or "")
+            elif mode == "rlcr":
+                confidence = parse_confidence(text)
+            rows.append({
+                "index": prompt.index, "ground_truth": dict(prompt.ground_truth),
+                "answer": text, "correct": bool(answer.correct),
+                "format_ok": extract_solution(answer_part(text)) is not None,
+                "confidence_text": conf_text, "confidence": confidence,
+                "answer_len": len(answer.sample.token_ids),
+                "conf_len": len(answer.confidences[0].token_ids) if answer.confidences else None,
+                "finish_reason": answer.sample.finish_reason,
+            })
+    return rows
+
+
+def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],
+                      settings: EvalSettings, *, engine: Any = None, progress: bool = True
+                      ) -> list[dict[str, Any]]:
+    """Prediction rows (one per answer) for `examples`."""
+    engine = engine or make_engine("hf", model, tokenizer)
+    rollout = RolloutSettings(num_generations_answer=settings.samples,
+                              num_generations_confidence=1, temperature=max(settings.temperature, 0.0),
+                              max_answer_tokens=settings.max_answer_tokens,
+                              max_confidence_tokens=settings.max_confidence_tokens)
+    rows: list[dict[str, Any]] = []
+    chunks = range(0, len(examples), settings.batch_prompts)
+    for n, start in enumerate(tqdm(chunks, desc=f"eval {settings.mode}", disable=not progress)):
+        chunk = examples[start:start + settings.batch_prompts]
+        seed = settings.seed * 1_000_003 + n
+        tree = sample_answers(engine, tokenizer, chunk, rollout, settings.mode, seed)
+        if settings.mode == "two_turn":
+            sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
+        rows += _records(score_tree(tree), settings.mode)
+    return rows
+
+
+def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
+             settings: EvalSettings, *, name: str | None = None) -> dict[str, Any]:
+    """Evaluate a saved model on a data file; returns the metrics dict (also in metrics.json)."""
+    from calibrl.training.policy import load_policy, resolve_model_path
+
+    out = Path(out_dir)
+    examples = load_examples(data_path)[: settings.max_examples]
+    if not examples:
+        raise UserError(f"no examples to evaluate in {data_path}")
+    model, tokenizer = load_policy(resolve_model_path(str(model_path), out))
+    rows = evaluate_examples(model, tokenizer, examples, settings)
+    atomic_write_text(out / "predictions.jsonl",
+                      "".join(json.dumps(r) + "\n" for r in rows))
+    records = [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
+                          r["conf_len"]) for r in rows]
+    metrics = write_evaluation(out, records, name=name or out.name, mode=settings.mode,
+                               with_confidence=settings.mode != "rlvr")
+    return metrics

@@ -1,0 +1,62 @@
+"""`calibrl eval` end to end on a tiny random model, and its bad-input errors."""
+
+import json
+
+import pytest
+
+from calibrl.cli.main import main
+from calibrl.data import TaskExample, write_examples
+from calibrl.errors import UserError
+from calibrl.evaluation.run import EvalSettings, evaluate
+from calibrl.models import create_tiny_model
+from calibrl.tasks.countdown import COUNTDOWN
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    model = create_tiny_model(root / "model", hidden_size=32, num_layers=1, num_heads=2)
+    gts = [{"target": 3 + i, "numbers": [1, 2, i]} for i in range(5)]
+    data = write_examples(root / "test.parquet", [
+        TaskExample("countdown", COUNTDOWN.build_messages(gt), gt, i, "test")
+        for i, gt in enumerate(gts)])
+    return root, model, data
+
+
+@pytest.mark.parametrize("mode", ["two_turn", "rlcr", "rlvr"])
+def test_eval_writes_predictions_and_metrics(setup, mode):
+    root, model, data = setup
+    out = root / f"out-{mode}"
+    metrics = evaluate(model, data, out, EvalSettings(mode=mode, samples=2, temperature=1.0,
+                                                      max_answer_tokens=6,
+                                                      max_confidence_tokens=4))
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(rows) == 10 and metrics["count"] == 10
+    assert {r["index"] for r in rows} == set(range(5))
+    assert all(r["answer_len"] <= 6 for r in rows)
+    saved = json.loads((out / "metrics.json").read_text())
+    assert saved["mode"] == mode and saved["accuracy"] == metrics["accuracy"]
+    assert (saved["ece"] is None) == (mode == "rlvr")
+    assert ((out / "reliability.png").exists()) == (mode != "rlvr")
+
+
+def test_eval_settings_errors():
+    with pytest.raises(UserError, match="repeats one greedy answer"):
+        EvalSettings(samples=3, temperature=0.0)
+    with pytest.raises(UserError, match="unknown mode"):
+        EvalSettings(mode="ppo")
+
+
+def test_eval_cli_bad_inputs_exit_2(setup, tmp_path, capsys):
+    root, model, data = setup
+    cases = [
+        ["eval", "--model", str(model), "--data", str(tmp_path / "none.parquet"), "--out", str(tmp_path)],
+        ["eval", "--model", str(tmp_path / "nomodel"), "--data", str(data), "--out", str(tmp_path)],
+        ["compare", str(tmp_path / "not-a-run")],
+    ]
+    for argv in cases:
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and "\n" not in err

@@ -33,7 +33,7 @@ def test_eval_writes_predictions_and_metrics(setup, mode):
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 10 and metrics["count"] == 10
     assert {r["index"] for r in rows} == set(range(5))
-    assert all(r["answer_len"] <= 6 for r in rows)
+    assert all(r["answer_len"] <= 6 + (4 if mode == "rlcr" else 0) for r in rows)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["mode"] == mode and saved["accuracy"] == metrics["accuracy"]
     assert (saved["ece"] is None) == (mode == "rlvr")

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Run the GPU-only tests (HFEngine on CUDA, the vLLM engine) on a machine with an NVIDIA GPU.
+#
+#   scripts/gpu_tests.sh            # creates .venv-gpu, installs calibrl[dev,vllm], runs them
+#   VENV=/path/to/venv scripts/gpu_tests.sh -x -k vllm   # extra args go to pytest
+#
+# A separate virtual environment: vLLM pins its own CUDA build of torch, which must not replace
+# the CPU torch of the development .venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv-gpu}
+PY="$VENV/bin/python"
+if [ ! -x "$PY" ]; then
+    "${PYTHON:-python3}" -m venv "$VENV"
+fi
+"$PY" -m pip install --quiet --upgrade pip
+"$PY" -m pip install --quiet -e ".[dev,vllm]"  # vLLM brings the torch it was built against
+
+"$PY" - <<'PYEOF'
+import torch
+assert torch.cuda.is_available(), "no CUDA device visible: the GPU tests would all skip"
+print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
+PYEOF
+
+# -rs lists skips: on a GPU machine with vLLM installed there should be none.
+"$PY" -m pytest -q -rs -m gpu tests/rollout "$@"

@@ -1,0 +1,264 @@
+"""Transformers generation engine (CPU or GPU) with shared-prefix cache reuse.
+
+Each context is encoded once, then its cache is repeated for its `n` samples: turn 2 of the
+two-turn rollout encodes every (prompt, answer) once rather than once per confidence sample.
+`generate_from_shared_prefix` goes further for the faithfulness probe: one long sequence is
+encoded once and many contexts `prefix[:cut] + suffix` branch off it.
+
+The engine shares the training model object, so `update_weights` is a reference swap.
+Sampling is batch-invariant (see `calibrl.rollout.sampling`): results do not depend on
+`max_batch_size`, on cache reuse or on the order of contexts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from calibrl.errors import UserError
+from calibrl.rollout import kv_cache
+from calibrl.rollout.engine import Generation, SamplingParams, check_prompts
+from calibrl.rollout.sampling import sample_tokens, uniforms
+from calibrl.rollout.stopping import StopChecker, decode
+
+
+@dataclass(frozen=True)
+class Branch:
+    """The context `prefix[:cut] + suffix` of `HFEngine.generate_from_shared_prefix`.
+
+    `cut=None` keeps the whole prefix (e.g. turn 2: prompt + answer as prefix, the question as
+    suffix); the probe uses one branch per truncation point of a chain of thought.
+    """
+
+    cut: int | None = None
+    suffix: tuple[int, ...] = field(default_factory=tuple)
+
+
+@dataclass
+class EngineStats:
+    """Work done since the last `reset`; the benchmark compares these across strategies."""
+
+    prefill_tokens: int = 0  # real tokens encoded before the first sample (prefixes + blocks)
+    prefill_slots: int = 0  # the same, padding included
+    generated_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+    def reset(self) -> None:
+        self.__init__()
+
+
+@dataclass(frozen=True)
+class _Context:
+    cut: int  # prefix tokens taken from the shared cache
+    block: list[int]  # tokens encoded for this context alone (never empty)
+
+
+def plan_chunks(n_contexts: int, n: int, max_rows: int) -> list[list[tuple[int, int, int]]]:
+    """Pack `n` samples of each context into chunks of at most `max_rows` decoded rows.
+
+    Returns chunks of `(context, first_sample, count)`; a context whose samples straddle a chunk
+    boundary is encoded once per chunk it appears in (at most twice when `n <= max_rows`).
+    """
+    chunks: list[list[tuple[int, int, int]]] = []
+    current: list[tuple[int, int, int]] = []
+    room = max_rows
+    for c in range(n_contexts):
+        first = 0
+        while first < n:
+            take = min(room, n - first)
+            current.append((c, first, take))
+            first += take
+            room -= take
+            if room == 0:
+                chunks.append(current)
+                current, room = [], max_rows
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+class HFEngine:
+    """Batched sampling with a transformers causal LM and its KV cache.
+
+    Args:
+        model: a full-attention causal LM (shared with the trainer, not copied).
+        tokenizer: its tokenizer (decoding and EOS).
+        max_batch_size: sequences decoded at once; bounds memory.
+        eos_token_ids: tokens that end a sample; default: the tokenizer's EOS plus the model's
+            `generation_config.eos_token_id`.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 64,
+                 eos_token_ids: Iterable[int] | None = None) -> None:
+        if max_batch_size < 1:
+            raise UserError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
+        if layer_types != {"full_attention"}:
+            raise UserError(f"the 'hf' engine supports full-attention models only; this model "
+                            f"has {sorted(layer_types)} layers")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.eos_token_ids = frozenset(
+            _default_eos(model, tokenizer) if eos_token_ids is None else eos_token_ids)
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_id = int(pad if pad is not None else min(self.eos_token_ids, default=0))
+        self.stats = EngineStats()
+
+    def update_weights(self, model: Any) -> None:
+        """Generate with `model` from now on (the trainer's own object: nothing to copy)."""
+        self.model = model
+
+    def generate(self, prompts: Sequence[Sequence[int]], params: SamplingParams
+                 ) -> list[list[Generation]]:
+        """`params.n` samples per prompt; each prompt is encoded once for all its samples."""
+        contexts = [_Context(0, p) for p in check_prompts(prompts)]
+        return self._run(None, contexts, params)
+
+    def generate_from_shared_prefix(self, prefix: Sequence[int], branches: Sequence[Branch],
+                                    params: SamplingParams) -> list[list[Generation]]:
+        """`params.n` samples after each context `prefix[:cut] + suffix`; `prefix` is encoded once.
+
+        The samples equal those of `generate` on the concatenated contexts, in the same order.
+        """
+        prefix = [int(t) for t in prefix]
+        contexts = []
+        for i, b in enumerate(branches):
+            cut = len(prefix) if b.cut is None else b.cut
+            if not 0 <= cut <= len(prefix):
+                raise UserError(f"branch {i}: cut {cut} outside the prefix of {len(prefix)} tokens")
+            block = [int(t) for t in b.suffix]
+            if not block:  # the last context token must be fed to get the next-token logits
+                if cut == 0:
+                    raise UserError(f"branch {i} is empty; a context needs at least one token")
+                cut, block = cut - 1, [prefix[cut - 1]]
+            contexts.append(_Context(cut, block))
+        return self._run(prefix, contexts, params)
+
+    @torch.inference_mode()
+    def _run(self, prefix: list[int] | None, contexts: list[_Context], params: SamplingParams
+             ) -> list[list[Generation]]:
+        if not contexts:
+            return []
+        self._check_lengths(contexts, params)
+        seed = params.seed if params.seed is not None else int(torch.randint(0, 2**31, ()).item())
+        # Long contexts first so a chunk holds contexts of similar length (less padding).
+        order = sorted(range(len(contexts)),
+                       key=lambda c: -(contexts[c].cut + len(contexts[c].block)))
+        out: list[list[Generation | None]] = [[None] * params.n for _ in contexts]
+        with _eval_mode(self.model):
+            prefix_kv = None
+            max_cut = max(c.cut for c in contexts)
+            if prefix and max_cut > 0:
+                t0 = self._clock()
+                prefix_kv = kv_cache.prefill(self.model, prefix[:max_cut])
+                self.stats.prefill_tokens += max_cut
+                self.stats.prefill_slots += max_cut
+                self.stats.prefill_seconds += self._clock() - t0
+            for chunk in plan_chunks(len(contexts), params.n, self.max_batch_size):
+                chunk = [(order[c], first, count) for c, first, count in chunk]
+                for (c, s), gen in self._sample_chunk(prefix_kv, contexts, chunk, params, seed):
+                    out[c][s] = gen
+        return out  # type: ignore[return-value]
+
+    def _sample_chunk(self, prefix_kv: kv_cache.KV | None, contexts: list[_Context],
+                      chunk: list[tuple[int, int, int]], params: SamplingParams, seed: int
+                      ) -> list[tuple[tuple[int, int], Generation]]:
+        device = kv_cache.model_device(self.model)
+        chosen = [contexts[c] for c, _, _ in chunk]
+        t0 = self._clock()
+        cache, mask = kv_cache.rows_from_prefix(prefix_kv, [x.cut for x in chosen], device)
+        next_pos = torch.tensor([x.cut for x in chosen], dtype=torch.long, device=device)
+        logits, mask = kv_cache.extend(self.model, cache, mask, next_pos,
+                                       [x.block for x in chosen], self.pad_id)
+        self.stats.prefill_tokens += sum(len(x.block) for x in chosen)
+        self.stats.prefill_slots += len(chosen) * max(len(x.block) for x in chosen)
+        self.stats.prefill_seconds += self._clock() - t0
+
+        # Expand: row r of the decode batch is sample `sample[r]` of context `ctx[r]`.
+        counts = torch.tensor([count for _, _, count in chunk], device=device)
+        rep = torch.repeat_interleave(torch.arange(len(chunk), device=device), counts)
+        cache, mask = kv_cache.select_rows(cache, mask, rep)
+        ctx = torch.tensor([c for c, _, count in chunk for _ in range(count)], device=device)
+        sample = torch.tensor([first + j for _, first, count in chunk for j in range(count)],
+                              device=device)
+        pos = (next_pos + torch.tensor([len(x.block) for x in chosen], device=device))[rep]
+        t0 = self._clock()
+        results = self._decode(cache, mask, pos, logits[rep], ctx, sample, params, seed)
+        self.stats.decode_seconds += self._clock() - t0
+        keys = list(zip(ctx.tolist(), sample.tolist(), strict=True))
+        return list(zip(keys, results, strict=True))
+
+    def _decode(self, cache: Any, mask: torch.Tensor, pos: torch.Tensor, logits: torch.Tensor,
+                ctx: torch.Tensor, sample: torch.Tensor, params: SamplingParams, seed: int
+                ) -> list[Generation]:
+        """Sample until every row stops; finished rows leave the batch (and the cache)."""
+        checker = StopChecker(self.tokenizer, params.stop, self.eos_token_ids,
+                              params.max_new_tokens)
+        rows = len(ctx)
+        tokens: list[list[int]] = [[] for _ in range(rows)]
+        logps: list[list[float]] = [[] for _ in range(rows)]
+        reasons: list[str | None] = [None] * rows
+        active = list(range(rows))
+        for step in range(params.max_new_tokens):
+            u = uniforms(seed, ctx, sample, step)
+            tok, lp = sample_tokens(logits, params.temperature, params.top_k, params.top_p, u)
+            keep = []
+            for j, (r, t, p) in enumerate(zip(active, tok.tolist(), lp.tolist(), strict=True)):
+                tokens[r].append(t)
+                logps[r].append(p)
+                reasons[r] = checker.finish(tokens[r])
+                if reasons[r] is None:
+                    keep.append(j)
+            self.stats.generated_tokens += len(active)
+            if not keep:
+                break
+            if len(keep) < len(active):
+                idx = torch.tensor(keep, device=tok.device)
+                cache, mask = kv_cache.select_rows(cache, mask, idx)
+                tok, pos, ctx, sample = tok[idx], pos[idx], ctx[idx], sample[idx]
+                active = [active[j] for j in keep]
+            logits, mask = kv_cache.decode_step(self.model, cache, mask, pos, tok)
+            pos = pos + 1
+        return [Generation(tokens[r], decode(self.tokenizer, tokens[r]), logps[r], reasons[r])
+                for r in range(rows)]  # type: ignore[arg-type]
+
+    def _check_lengths(self, contexts: list[_Context], params: SamplingParams) -> None:
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        longest = max(c.cut + len(c.block) for c in contexts)
+        if limit is not None and longest + params.max_new_tokens > limit:
+            raise UserError(f"a context of {longest} tokens plus max_new_tokens="
+                            f"{params.max_new_tokens} exceeds the model's {limit} positions")
+
+    def _clock(self) -> float:
+        device = kv_cache.model_device(self.model)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+
+def _default_eos(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    if getattr(tokenizer, "eos_token_id", None) is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if gen_eos is not None:
+        ids.update(int(t) for t in ([gen_eos] if isinstance(gen_eos, int) else gen_eos))
+    return ids
+
+
+@contextmanager
+def _eval_mode(model: Any):
+    """Sample without dropout, then give the model back in the mode the trainer left it."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)

@@ -1,0 +1,126 @@
+"""Next-token sampling as pure tensor functions, with batch-invariant randomness.
+
+Randomness does not come from a stateful generator: the uniform number that picks sample `s` of
+context `c` at step `t` is a hash of `(seed, c, s, t)`. A sample therefore does not depend on
+which other rows share its batch, how many rows were finished and dropped, or whether its prompt
+was prefilled once and expanded or re-encoded: cache reuse, `max_batch_size` and ordering leave
+the samples unchanged (up to float noise in the logits themselves).
+
+Log-prob convention (the one a trainer recomputes as old log-probs, as TRL and verl do): the
+log-prob of the sampled token under `softmax(logits / temperature)` *before* top-k / top-p
+filtering. With `temperature == 0` (greedy) it is the log-prob under `softmax(logits)`.
+
+Shapes: B = rows, V = vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+
+_M32 = 0xFFFFFFFF
+_MUL_A, _MUL_B = 0x7FEB352D, 0x846CA68B  # lowbias32 constants (Wellons' hash prospector)
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """`(x * c) mod 2**32` for `0 <= x < 2**32`, without int64 overflow (split `c` in halves)."""
+    lo, hi = c & 0xFFFF, c >> 16
+    return (x * lo + (((x * hi) & 0xFFFF) << 16)) & _M32
+
+
+def mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (lowbias32), elementwise on an int64 tensor of values in [0, 2**32)."""
+    x = x & _M32
+    x = _mul32(x ^ (x >> 16), _MUL_A)
+    x = _mul32(x ^ (x >> 15), _MUL_B)
+    return x ^ (x >> 16)
+
+
+def mix32_int(x: int) -> int:
+    """`mix32` on one Python int (the same function; used to derive per-request seeds)."""
+    x &= _M32
+    x = ((x ^ (x >> 16)) * _MUL_A) & _M32
+    x = ((x ^ (x >> 15)) * _MUL_B) & _M32
+    return x ^ (x >> 16)
+
+
+def derive_seed(seed: int, *keys: int) -> int:
+    """A 31-bit seed for `keys` (e.g. a prompt index) under `seed`; distinct keys look unrelated."""
+    h = mix32_int(seed)
+    for k in keys:
+        h = mix32_int(h ^ mix32_int(k))
+    return h & 0x7FFFFFFF
+
+
+def uniforms(seed: int, context: torch.Tensor, sample: torch.Tensor, step: int) -> torch.Tensor:
+    """Uniform numbers in [0, 1), one per row, a pure function of `(seed, context, sample, step)`.
+
+    Args:
+        context: `[B]` int64, the index of each row's context within the call.
+        sample: `[B]` int64, the index of each row among its context's samples.
+    Returns:
+        `[B]` float64 with 53 random bits.
+    """
+    h = mix32(torch.full_like(context, seed & _M32))
+    h = mix32(h ^ mix32(context))
+    h = mix32(h ^ mix32(sample))
+    h = mix32(h ^ (step & _M32))
+    h2 = mix32(h ^ 0x9E3779B9)
+    bits = (h << 21) | (h2 >> 11)  # 32 + 21 = 53 bits
+    return bits.to(torch.float64) / float(2**53)
+
+
+def sanitize_logits(logits: torch.Tensor) -> torch.Tensor:
+    """`[B, V]` logits as float32 with NaN and infinities made finite, so no row is all -inf and a
+    broken model cannot produce NaN log-probs (a NaN logit becomes an impossible token)."""
+    return torch.nan_to_num(logits.float(), nan=-1e30, posinf=1e30, neginf=-1e30)
+
+
+def filter_top_k_top_p(scaled: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Set to -inf the logits outside the top-k, then outside the top-p nucleus (of what is left).
+
+    Args:
+        scaled: `[B, V]` temperature-scaled logits. `top_k == 0` and `top_p == 1` disable a filter.
+    Returns:
+        `[B, V]`; the most likely token always survives. Ties at the k-th value all survive.
+    """
+    out = scaled
+    if 0 < top_k < scaled.shape[-1]:
+        kth = torch.topk(out, top_k, dim=-1).values[:, -1:]  # [B, 1]
+        out = out.masked_fill(out < kth, -torch.inf)
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(out, dim=-1, descending=True, stable=True)  # [B, V]
+        probs = torch.softmax(sorted_logits, dim=-1)
+        mass_before = torch.cumsum(probs, dim=-1) - probs  # probability of the better tokens
+        drop_sorted = mass_before >= top_p
+        drop_sorted[:, 0] = False
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        out = out.masked_fill(drop, -torch.inf)
+    return out
+
+
+def sample_tokens(
+    logits: torch.Tensor, temperature: float, top_k: int, top_p: float, u: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row by inverse CDF on the filtered distribution.
+
+    Args:
+        logits: `[B, V]` raw next-token logits.
+        u: `[B]` uniforms in [0, 1) (from `uniforms`); ignored when `temperature == 0`.
+    Returns:
+        tokens `[B]` int64 and their log-probs `[B]` float32 (convention in the module docstring).
+    """
+    logits = sanitize_logits(logits)
+    if temperature == 0:
+        tokens = logits.argmax(dim=-1)
+        logp = torch.log_softmax(logits, dim=-1)
+        return tokens, logp.gather(-1, tokens[:, None])[:, 0]
+    scaled = logits / temperature  # [B, V]
+    logp = torch.log_softmax(scaled, dim=-1)
+    probs = torch.softmax(filter_top_k_top_p(scaled, top_k, top_p), dim=-1)
+    cdf = torch.cumsum(probs.double(), dim=-1)  # [B, V]
+    target = (u.to(cdf.device) * cdf[:, -1])[:, None]  # [B, 1], strictly below the total
+    tokens = torch.searchsorted(cdf, target, right=True)[:, 0].clamp_(max=probs.shape[-1] - 1)
+    # Rounding could only land on a zero-probability token at the very end; fall back to argmax.
+    bad = probs.gather(-1, tokens[:, None])[:, 0] <= 0
+    tokens = torch.where(bad, probs.argmax(dim=-1), tokens)
+    return tokens, logp.gather(-1, tokens[:, None])[:, 0]

@@ -1,0 +1,125 @@
+"""Sampling primitives against slow obvious loops."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calibrl.rollout.sampling import (
+    derive_seed,
+    filter_top_k_top_p,
+    mix32,
+    mix32_int,
+    sample_tokens,
+    uniforms,
+)
+
+
+def test_mix32_tensor_matches_python_ints():
+    rng = random.Random(0)
+    xs = [0, 1, 2**31, 2**32 - 1] + [rng.randrange(2**32) for _ in range(1000)]
+    assert mix32(torch.tensor(xs)).tolist() == [mix32_int(x) for x in xs]
+
+
+def test_derive_seed_is_stable_31_bit_and_spreads():
+    seeds = [derive_seed(7, i) for i in range(1000)]
+    assert seeds == [derive_seed(7, i) for i in range(1000)]
+    assert all(0 <= s < 2**31 for s in seeds)
+    assert len(set(seeds)) == 1000
+    assert derive_seed(7, 3) != derive_seed(8, 3)
+
+
+def test_uniforms_are_deterministic_distinct_and_uniform():
+    ctx = torch.arange(20000) // 100
+    smp = torch.arange(20000) % 100
+    u = uniforms(3, ctx, smp, step=5)
+    assert torch.equal(u, uniforms(3, ctx, smp, step=5))
+    assert u.dtype == torch.float64 and bool((u >= 0).all() and (u < 1).all())
+    assert len(set(u.tolist())) == 20000
+    for other in (uniforms(4, ctx, smp, 5), uniforms(3, ctx, smp, 6), uniforms(3, smp, ctx, 5)):
+        assert not torch.equal(u, other)
+    counts = torch.histc(u.float(), bins=10, min=0, max=1)  # 2000 expected per bin
+    chi2 = float(((counts - 2000) ** 2 / 2000).sum())
+    assert chi2 < 27.9  # p = 0.001 for 9 degrees of freedom
+
+
+def _filter_slow(row: list[float], k: int, p: float) -> list[bool]:
+    """Which tokens survive top-k then top-p, one token at a time."""
+    order = sorted(range(len(row)), key=lambda i: -row[i])
+    keep = set(range(len(row)))
+    if 0 < k < len(row):
+        kth = row[order[k - 1]]
+        keep = {i for i in keep if row[i] >= kth}
+    if p < 1:
+        z = sum(math.exp(row[i]) for i in keep)
+        mass, nucleus = 0.0, set()
+        for i in order:
+            if i not in keep:
+                continue
+            if mass >= p and nucleus:
+                break
+            nucleus.add(i)
+            mass += math.exp(row[i]) / z
+        keep = nucleus
+    return [i in keep for i in range(len(row))]
+
+
+@settings(max_examples=100)
+@given(seed=st.integers(0, 10**6), k=st.integers(0, 12), p=st.floats(0.05, 1.0))
+def test_filter_matches_slow_loop(seed, k, p):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(3, 10, generator=g, dtype=torch.float64) * 2
+    kept = filter_top_k_top_p(logits, k, p) > -math.inf
+    for r in range(3):
+        slow = _filter_slow(logits[r].tolist(), k, p)
+        assert kept[r].tolist() == slow
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 1.0), (0.7, 4, 1.0), (1.3, 0, 0.8)])
+def test_samples_follow_the_filtered_distribution(temperature, top_k, top_p):
+    logits = torch.tensor([[2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0]])
+    rows = 40000
+    u = uniforms(11, torch.zeros(rows, dtype=torch.long), torch.arange(rows), 0)
+    tokens, _ = sample_tokens(logits.expand(rows, -1), temperature, top_k, top_p, u)
+    expected = torch.softmax(filter_top_k_top_p(logits / temperature, top_k, top_p), -1)[0]
+    counts = torch.bincount(tokens, minlength=8).double()
+    assert bool((counts[expected == 0] == 0).all())
+    live = expected > 0
+    exp_counts = expected[live].double() * rows
+    chi2 = float(((counts[live] - exp_counts) ** 2 / exp_counts).sum())
+    assert chi2 < 24.3  # p = 0.001 for at most 7 degrees of freedom
+
+
+def test_logprobs_are_before_filtering_at_temperature():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 50, generator=g) * 3
+    u = uniforms(0, torch.arange(64), torch.zeros(64, dtype=torch.long), 0)
+    tokens, lp = sample_tokens(logits, 0.6, 5, 0.9, u)
+    ref = torch.log_softmax(logits / 0.6, -1).gather(-1, tokens[:, None])[:, 0]
+    torch.testing.assert_close(lp, ref)
+    top5 = torch.topk(logits, 5, dim=-1).indices
+    assert bool((top5 == tokens[:, None]).any(-1).all())
+
+
+def test_greedy_ignores_uniforms_and_uses_plain_softmax():
+    logits = torch.tensor([[0.1, 3.0, -1.0], [5.0, 4.9, 0.0]])
+    tokens, lp = sample_tokens(logits, 0.0, 0, 1.0, torch.tensor([0.99, 0.0]))
+    assert tokens.tolist() == [1, 0]
+    torch.testing.assert_close(lp, torch.log_softmax(logits, -1)[[0, 1], [1, 0]])
+
+
+def test_broken_logits_never_give_nan():
+    logits = torch.tensor([[float("nan"), 1.0, float("inf"), -float("inf")],
+                           [float("nan")] * 4,
+                           [-float("inf")] * 4])
+    for temperature in (0.0, 1.0, 1e-6):
+        u = torch.tensor([0.3, 0.7, 0.5], dtype=torch.float64)
+        tokens, lp = sample_tokens(logits, temperature, 0, 1.0, u)
+        assert bool(torch.isfinite(lp).all())
+        assert tokens[0].item() == 2  # +inf wins; NaN never sampled over a real token
+        assert bool(((tokens >= 0) & (tokens < 4)).all())

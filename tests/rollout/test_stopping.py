@@ -1,0 +1,42 @@
+"""StopChecker: full-text semantics, tags never cut, windowed decoding exact."""
+
+from __future__ import annotations
+
+import pytest
+
+from calibrl.rollout.stopping import StopChecker, decode
+
+
+def first_stop(checker, ids):
+    return next((j for j in range(1, len(ids) + 1) if checker.finish(ids[:j]) == "stop"), None)
+
+
+def test_a_tag_split_over_tokens_stops_on_its_last_token(tokenizer):
+    ids = tokenizer.encode("<think> 3 + 5 = 8 </think> <answer> 3 + 5 </answer> then more text")
+    checker = StopChecker(tokenizer, ["</answer>"], eos_token_ids=[], max_new_tokens=1000)
+    end = first_stop(checker, ids)
+    assert decode(tokenizer, ids[:end]).endswith("</answer>")
+    assert "</answer>" not in decode(tokenizer, ids[:end - 1])
+    pieces = [decode(tokenizer, [t]) for t in ids[:end]]
+    assert "</answer>" not in pieces[-1]  # the tag spans several tokens, none was cut
+
+
+@pytest.mark.parametrize("stop", ["</answer>", "确信", "→", "e", "\n\n"])
+def test_windowed_check_fires_where_the_full_text_first_matches(tokenizer, stop):
+    text = ("padding " * 40 + "确 信 → x " * 5 + "确信 and an arrow → then\n\n</answer> " + "tail " * 30)
+    ids = tokenizer.encode(text)
+    checker = StopChecker(tokenizer, [stop], eos_token_ids=[], max_new_tokens=10**6)
+    assert len(ids) > 3 * checker.window
+    # Called after every new token, the checker must fire exactly where the full text first
+    # contains the stop string (it may forget occurrences that scrolled out of its window).
+    full = next(j for j in range(1, len(ids) + 1) if stop in decode(tokenizer, ids[:j]))
+    fast = next(j for j in range(1, len(ids) + 1) if checker.stop_string_in(ids[:j]))
+    assert fast == full
+
+
+def test_eos_and_length(tokenizer):
+    checker = StopChecker(tokenizer, [], eos_token_ids=[tokenizer.eos_token_id], max_new_tokens=3)
+    assert checker.finish([5]) is None
+    assert checker.finish([5, tokenizer.eos_token_id]) == "stop"
+    assert checker.finish([5, 6, 7]) == "length"
+    assert checker.finish([5, 6, tokenizer.eos_token_id]) == "stop"  # stop wins over length

@@ -1,0 +1,80 @@
+"""The three mode rollouts: tree shapes, conversations of turn 2, truncation, templates."""
+
+import pytest
+
+from calibrl.algo import score_tree
+from calibrl.data import TaskExample
+from calibrl.models import build_tiny_model, build_tokenizer
+from calibrl.rollout.engine import make_engine
+from calibrl.rollout.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
+from calibrl.rollout.rollouts import ROLLOUTS, RolloutSettings, encode_messages, plain_template
+from calibrl.tasks.countdown import COUNTDOWN
+
+
+@pytest.fixture(scope="module")
+def parts():
+    tokenizer = build_tokenizer()
+    model = build_tiny_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2)
+    examples = [TaskExample("countdown", COUNTDOWN.build_messages(gt), gt, i)
+                for i, gt in enumerate([{"target": 3, "numbers": [1, 2]},
+                                        {"target": 24, "numbers": [4, 6, 1]}])]
+    return tokenizer, make_engine("hf", model, tokenizer), examples
+
+
+SETTINGS = RolloutSettings(num_generations_answer=3, num_generations_confidence=2,
+                           max_answer_tokens=5, max_confidence_tokens=4)
+
+
+def test_two_turn_tree_shape_and_turn2_conversation(parts):
+    tokenizer, engine, examples = parts
+    tree = ROLLOUTS["two_turn"](engine, tokenizer, examples, SETTINGS, 0)
+    assert [len(p.answers) for p in tree.prompts] == [3, 3]
+    for prompt, ex in zip(tree.prompts, examples, strict=True):
+        assert prompt.index == ex.index and prompt.ground_truth == ex.ground_truth
+        for answer in prompt.answers:
+            assert len(answer.sample.token_ids) <= 5
+            assert len(answer.confidences) == 2
+            context = tokenizer.decode(answer.confidences[0].context_ids)
+            # prompt -> the sampled answer as the assistant turn -> the confidence question
+            assert context.index(ex.messages[-1]["content"]) < context.index(CONFIDENCE_QUESTION)
+            assert answer.sample.text in context
+            assert context.rstrip().endswith("<|im_start|>assistant")
+    # answers cut at the limit still got their confidence turn (random weights: all are cut)
+    assert any(a.sample.finish_reason == "length" and a.confidences
+               for p in tree.prompts for a in p.answers)
+    score_tree(tree)
+    assert all(a.correct is not None for p in tree.prompts for a in p.answers)
+
+
+def test_rlcr_and_rlvr_are_single_turn(parts):
+    tokenizer, engine, examples = parts
+    rlcr = ROLLOUTS["rlcr"](engine, tokenizer, examples, SETTINGS, 0)
+    rlvr = ROLLOUTS["rlvr"](engine, tokenizer, examples, SETTINGS, 0)
+    for tree in (rlcr, rlvr):
+        assert all(not a.confidences for p in tree.prompts for a in p.answers)
+    rlcr_context = tokenizer.decode(rlcr.prompts[0].answers[0].sample.context_ids)
+    assert RLCR_INSTRUCTION.strip() in rlcr_context
+    assert RLCR_INSTRUCTION.strip() not in tokenizer.decode(
+        rlvr.prompts[0].answers[0].sample.context_ids)
+    # a single-turn RLCR completion may use the answer and the confidence budget
+    assert max(len(a.sample.token_ids) for p in rlcr.prompts for a in p.answers) <= 9
+
+
+def test_same_seed_same_rollout(parts):
+    tokenizer, engine, examples = parts
+    a = ROLLOUTS["two_turn"](engine, tokenizer, examples, SETTINGS, 7)
+    b = ROLLOUTS["two_turn"](engine, tokenizer, examples, SETTINGS, 7)
+    texts = lambda t: [(x.sample.text, [c.text for c in x.confidences])  # noqa: E731
+                       for p in t.prompts for x in p.answers]
+    assert texts(a) == texts(b)
+
+
+def test_plain_template_and_prompt_truncation(parts):
+    tokenizer, _, examples = parts
+    messages = examples[0].messages
+    text = plain_template(messages)
+    assert text.startswith("System: ") and text.endswith("\nAssistant:")
+    ids = encode_messages(tokenizer, messages, "plain")
+    assert tokenizer.decode(ids) == text
+    assert encode_messages(tokenizer, messages, "auto", max_tokens=10) == \
+        encode_messages(tokenizer, messages, "auto")[-10:]

@@ -6,6 +6,7 @@ call library functions. `UserError` anywhere becomes one line on stderr and exit
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -33,9 +34,16 @@ def _register() -> None:
     app.command("compare")(eval_cmd.compare)
 
 
+def _quiet_libraries() -> None:
+    # Loading a small model prints several progress bars per command; calibrl shows its own.
+    # transformers reads this when first imported, so setting it here costs no import.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; bad input exits with code 2 and a single line."""
     _register()
+    _quiet_libraries()
     try:
         app(args=argv, standalone_mode=False)
     except UserError as err:

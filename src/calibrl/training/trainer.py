@@ -70,6 +70,9 @@ class Trainer:
         self.accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision)
         self.is_main = self.accelerator.is_main_process
         set_seed(cfg.seed)
+        # Checked before anything slow, so a bad path fails at start-up.
+        self.resume_from = (find_checkpoint(cfg.checkpoint.resume, self.run_dir)
+                            if cfg.checkpoint.resume else None)
         self.examples = load_examples(cfg.data.train_path)
         for source in {ex.data_source for ex in self.examples}:
             get_task(source)  # unknown data_source: fail now, not at step 1
@@ -110,9 +113,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ resume / checkpoint
     def maybe_resume(self) -> None:
-        if not self.cfg.checkpoint.resume:
-            return
-        ckpt = find_checkpoint(self.cfg.checkpoint.resume, self.run_dir)
+        ckpt = self.resume_from
         if ckpt is None:
             return
         from safetensors.torch import load_file

@@ -1,11 +1,12 @@
-"""The demo's stages at toy size: artefacts exist and parse."""
+"""The demo at toy size: every stage runs and every artefact exists and parses."""
 
+import json
 from pathlib import Path
 
 from rich.console import Console
 
 from calibrl.data import load_examples
-from calibrl.demo.pipeline import DemoSettings, stage_data_and_rewards
+from calibrl.demo.pipeline import DemoSettings, run_demo, stage_data_and_rewards
 
 
 def test_data_and_reward_stage(tmp_path: Path):
@@ -16,3 +17,21 @@ def test_data_and_reward_stage(tmp_path: Path):
     assert kinds["reference"][1.0] == 10  # every reference solution verifies
     assert kinds["no answer tag"][0] == 10
     assert kinds["corrupted"][0.1] >= 8  # an operator swap rarely keeps the value
+
+
+def test_toy_demo_end_to_end(tmp_path: Path):
+    report = run_demo(DemoSettings.toy(tmp_path))
+    text = report.read_text()
+    assert "before RL (SFT)" in text and "after two-turn RLCR" in text
+    for name in ("eval-before", "eval-after"):
+        metrics = json.loads((tmp_path / name / "metrics.json").read_text())
+        assert metrics["count"] == 8 and metrics["mode"] == "two_turn"
+        assert (tmp_path / name / "predictions.jsonl").read_text().count("\n") == 8
+    assert (tmp_path / "sft/model/config.json").is_file()
+    assert (tmp_path / "rl/final-model/config.json").is_file()
+    assert len((tmp_path / "rl/metrics.jsonl").read_text().splitlines()) == 2
+    assert (tmp_path / "training_curves.png").stat().st_size > 0
+    assert json.loads((tmp_path / "timings.json").read_text())["two-turn RLCR"] > 0
+    for image in [line.split("(")[1].rstrip(")") for line in text.splitlines()
+                  if line.startswith("![")]:
+        assert (tmp_path / image).is_file(), image

@@ -90,3 +90,11 @@ def test_shipped_configs_load():
     for path in configs:
         cfg = load_config(path)
         assert yaml.safe_load(dump_config(cfg))["algorithm"]["mode"] == cfg.algorithm.mode
+
+
+def test_yaml_words_yes_no_stay_words(tmp_path):
+    cfg = load_config(None, ["optim.mixed_precision=no", "logging.tensorboard=false"])
+    assert cfg.optim.mixed_precision == "no" and cfg.logging.tensorboard is False
+    path = tmp_path / "c.yaml"
+    path.write_text("optim:\n  mixed_precision: no\n")
+    assert load_config(path).optim.mixed_precision == "no"

@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from calibrl.errors import UserError
 from calibrl.rollout.prompts import CONFIDENCE_QUESTION as DEFAULT_CONFIDENCE_QUESTION
@@ -106,6 +113,11 @@ class OptimConfig(_Section):
                                   "accumulate over a step's micro-batches.")
     mixed_precision: Literal["no", "bf16", "fp16"] = Field(
         "no", description="accelerate mixed precision (bf16 autocast also speeds up CPUs).")
+
+    @field_validator("mixed_precision", mode="before")
+    @classmethod
+    def _yaml_no(cls, value: Any) -> Any:
+        return "no" if value is False else value  # `mixed_precision: no` in a YAML file
 
 
 class LoggingConfig(_Section):
@@ -202,6 +214,8 @@ def parse_overrides(overrides: list[str]) -> dict[str, Any]:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
             value = raw
+        if isinstance(value, bool) and raw.strip().lower() not in ("true", "false"):
+            value = raw.strip()  # YAML 1.1 reads yes/no/on/off as booleans; keep the word
         _set_dotted(tree, key.strip(), value)
     return tree
 

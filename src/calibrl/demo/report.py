@@ -1,0 +1,82 @@
+"""The demo's `report.md`: metrics before/after, training curves, reliability, probe, timings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from calibrl.evaluation.compare import metrics_table, plot_compare
+
+CURVES = (
+    ("answer/reward_mean", "answer reward (accuracy)"),
+    ("confidence/reward_mean", "confidence reward (Brier)"),
+    ("calibration/confidence_mean", "mean stated confidence"),
+)
+
+
+def plot_training_curves(metrics_jsonl: Path, out_path: Path) -> Path | None:
+    """Reward and confidence curves over training steps from a run's `metrics.jsonl`."""
+    if not metrics_jsonl.is_file():
+        return None
+    rows = [json.loads(line) for line in metrics_jsonl.read_text().splitlines() if line.strip()]
+    if not rows:
+        return None
+    fig = Figure(figsize=(7, 4))
+    ax = fig.add_subplot()
+    steps = [r["step"] for r in rows]
+    for key, label in CURVES:
+        values = [r.get(key) for r in rows]
+        if any(v is not None for v in values):
+            ax.plot(steps, [float("nan") if v is None else v for v in values], label=label)
+    ax.set_xlabel("training step")
+    ax.set_ylim(0, 1.02)
+    ax.set_title("Two-turn RLCR training")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=110)
+    return out_path
+
+
+def _timings_table(timings: Mapping[str, float]) -> str:
+    lines = ["| stage | seconds |", "|---|---:|"]
+    lines += [f"| {name} | {seconds:.0f} |" for name, seconds in timings.items()]
+    lines.append(f"| **total** | **{sum(timings.values()):.0f}** |")
+    return "\n".join(lines) + "\n"
+
+
+def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str, Any],
+                 timings: Mapping[str, float], probe_dir: Path | None, settings: Any) -> Path:
+    """Write `out_dir/report.md` with its PNG figures; returns the report path."""
+    rows = [{**before, "name": "before RL (SFT)", "mode": "two_turn"},
+            {**after, "name": "after two-turn RLCR", "mode": "two_turn"}]
+    parts = [
+        "# calibrl demo report\n",
+        f"Tiny Countdown model, {settings.numbers[0]}–{settings.numbers[1]} numbers in "
+        f"1..{settings.max_number}; evaluation on {before.get('count')} answers "
+        f"({settings.eval_samples} per held-out problem, temperature {settings.eval_temperature}).\n",
+        "## Before and after RL\n",
+        metrics_table(rows),
+    ]
+    reliability = plot_compare([out_dir / "eval-before", out_dir / "eval-after"],
+                               out_dir / "reliability_before_after.png")
+    if reliability is not None:
+        parts += ["\n![reliability](reliability_before_after.png)\n"]
+    curves = plot_training_curves(out_dir / "rl" / "metrics.jsonl", out_dir / "training_curves.png")
+    if curves is not None:
+        parts += ["\n## Training\n", "![training curves](training_curves.png)\n"]
+    if probe_dir is not None:
+        parts += ["\n## Faithfulness probe\n"]
+        summary = probe_dir / "summary.md"
+        if summary.is_file():
+            parts.append(summary.read_text())
+        for png in sorted(probe_dir.glob("*.png")):
+            parts.append(f"\n![{png.stem}]({png.relative_to(out_dir)})\n")
+    parts += ["\n## Time per stage\n", _timings_table(timings)]
+    report = out_dir / "report.md"
+    report.write_text("\n".join(parts))
+    return report

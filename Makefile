@@ -28,8 +28,22 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
-bench: $(STAMP)
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+# TRL lives in its own venv so it can never change the main venv's transformers/accelerate.
+$(BENCH_STAMP): pyproject.toml
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(BENCH_VENV)/bin/python -m pip install --quiet -e ".[bench]"
+	touch $(BENCH_STAMP)
+
+bench: $(STAMP) $(BENCH_STAMP)
 	$(PY) benchmarks/reward_throughput.py
+	$(PY) benchmarks/rollout/bench_rollout.py
+	$(PY) benchmarks/probe/bench_probe.py
+	$(BENCH_VENV)/bin/python benchmarks/train_step/bench_train_step.py
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(BENCH_VENV)

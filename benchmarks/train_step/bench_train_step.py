@@ -1,0 +1,203 @@
+"""Time per RL training step: calibrl (`rlvr` mode) vs TRL's `GRPOTrainer`, side by side.
+
+Both train the same tiny model on the same Countdown prompts with the same group size, completion
+length, temperature, learning rate, precision, micro-batch and thread count, one optimisation pass
+per generation and no reference model. Each side runs in its own process, one after the other (so
+they never share the CPU), for a warm-up step and then the measured steps, in alternating rounds;
+the medians, the split into generation vs optimisation, and each process's peak resident memory
+are compared. Wall and process CPU time are both reported: on a shared machine other jobs inflate
+wall time, while CPU time with one thread (the default) counts only the work done.
+
+TRL is a benchmark-only dependency; keep it out of the main venv:
+
+    python3 -m venv .venv-bench
+    .venv-bench/bin/pip install torch==2.13.0 && .venv-bench/bin/pip install -e ".[bench]"
+    .venv-bench/bin/python benchmarks/train_step/bench_train_step.py [--steps 5] [--precision bf16]
+
+The model is the supervised warm-up model `outputs/sft-measure/model` when it exists (it writes
+short, well-formed answers), else a freshly built random tiny model (which samples until the length
+limit on both sides). Writes benchmarks/results/train_step.json and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import subprocess
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+
+from common import SideResult, Spec  # noqa: E402
+
+SFT_MODEL = ROOT / "outputs" / "sft-measure" / "model"
+SIDES = ("calibrl", "trl")
+
+RATIOS = (("step_time", "step_s"), ("step_cpu_time", "step_cpu_s"),
+          ("generation_time", "gen_s"), ("generation_cpu_time", "gen_cpu_s"),
+          ("optimisation_time", "train_s"), ("optimisation_cpu_time", "train_cpu_s"),
+          ("peak_rss", "peak_rss_mb"))
+COLUMNS = (("step s", "step_s", ".3f"), ("gen s", "gen_s", ".3f"), ("optim s", "train_s", ".3f"),
+           ("step cpu", "step_cpu_s", ".3f"), ("gen cpu", "gen_cpu_s", ".3f"),
+           ("optim cpu", "train_cpu_s", ".3f"), ("tok/row", "tokens_per_row", ".1f"),
+           ("RSS start MB", "rss_before_mb", ".0f"), ("RSS peak MB", "peak_rss_mb", ".0f"))
+
+
+def require_trl() -> None:
+    if importlib.util.find_spec("trl") is None:
+        sys.exit(
+            f"error: trl is not installed for {sys.executable}.\n"
+            "This benchmark needs the 'bench' extra in its own venv (so TRL cannot change the "
+            "main venv's transformers/accelerate):\n"
+            "  python3 -m venv .venv-bench\n"
+            "  .venv-bench/bin/pip install torch==2.13.0\n"
+            "  .venv-bench/bin/pip install -e '.[bench]'\n"
+            "  .venv-bench/bin/python benchmarks/train_step/bench_train_step.py"
+        )
+
+
+def prepare_model(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
+    """(model directory, how it was chosen)."""
+    if args.model is not None:
+        return args.model, "given with --model"
+    if (SFT_MODEL / "config.json").is_file() and not args.random_model:
+        return SFT_MODEL, "supervised warm-up model (outputs/sft-measure/model)"
+    from calibrl.models import create_tiny_model
+
+    target = work / f"tiny-random-h{args.hidden}-l{args.layers}"
+    if not (target / "config.json").is_file():
+        create_tiny_model(target, seed=args.seed, overwrite=True, hidden_size=args.hidden,
+                          num_layers=args.layers)
+    why = "--random-model" if args.random_model else "no outputs/sft-measure/model yet"
+    return target, f"random tiny model (hidden {args.hidden}, {args.layers} layers; {why})"
+
+
+def prepare_data(args: argparse.Namespace, work: Path) -> Path:
+    if args.data is not None:
+        return args.data
+    out = work / "countdown"
+    if not (out / "train.parquet").is_file():
+        subprocess.run([sys.executable, "-m", "calibrl", "data", "countdown", "--n", "300",
+                        "--numbers", "3..3", "--max-number", "20", "--seed", "0",
+                        "--out", str(out)], check=True)
+    return out / "train.parquet"
+
+
+def run_side(side: str, spec: Spec, work: Path, tag: str) -> SideResult:
+    spec_path, out_path = work / f"spec-{tag}.json", work / f"result-{side}-{tag}.json"
+    log_path = work / f"log-{side}-{tag}.txt"
+    spec.save(spec_path)
+    out_path.unlink(missing_ok=True)
+    with log_path.open("w") as log:
+        proc = subprocess.run([sys.executable, str(HERE / f"{side}_side.py"), str(spec_path),
+                               str(out_path)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    if proc.returncode != 0 or not out_path.is_file():
+        tail = "\n".join(log_path.read_text().splitlines()[-30:])
+        sys.exit(f"error: the {side} side failed (exit {proc.returncode}); log {log_path}:\n{tail}")
+    return SideResult.load(out_path)
+
+
+def compare(spec: Spec, results: dict[str, list[SideResult]]) -> dict:
+    """Per side: each round's summary and medians over all rounds' measured steps (memory: the
+    largest over rounds); ratios TRL / calibrl."""
+    out: dict = {"sides": {}}
+    for side, rounds in results.items():
+        summaries = [r.summary(spec.rows) for r in rounds]
+        pooled = SideResult(side=side, warmup_steps=0,
+                            steps=[s for r in rounds for s in r.measured()],
+                            rss_before_mb=max(r.rss_before_mb for r in rounds),
+                            peak_rss_mb=max(r.peak_rss_mb for r in rounds))
+        out["sides"][side] = {"median": pooled.summary(spec.rows), "rounds": summaries,
+                              "steps": [[asdict(s) for s in r.steps] for r in rounds],
+                              "warmup_steps": spec.warmup_steps, "threads": rounds[0].threads,
+                              "versions": rounds[0].versions}
+    c, t = out["sides"]["calibrl"]["median"], out["sides"]["trl"]["median"]
+    out["ratios_trl_over_calibrl"] = {
+        **{name: t[key] / c[key] for name, key in RATIOS},
+        "peak_rss_above_start": t["peak_minus_before_mb"] / max(c["peak_minus_before_mb"], 1e-9),
+    }
+    out["goal_calibrl_faster"] = c["step_s"] < t["step_s"] and c["step_cpu_s"] < t["step_cpu_s"]
+    return out
+
+
+def print_table(res: dict) -> None:
+    print(f"{'':<14}" + "".join(f"{title:>13}" for title, _, _ in COLUMNS))
+    for side in SIDES:
+        m = res["sides"][side]["median"]
+        print(f"{side:<14}" + "".join(f"{m[key]:>13{fmt}}" for _, key, fmt in COLUMNS))
+    r = res["ratios_trl_over_calibrl"]
+    print(f"{'TRL/calibrl':<14}" + "".join(
+        f"{r[name]:>12.2f}x" if name else f"{'':>13}"
+        for name in ("step_time", "generation_time", "optimisation_time", "step_cpu_time",
+                     "generation_cpu_time", "optimisation_cpu_time", None, None, "peak_rss")))
+    print(f"goal (calibrl faster per step, wall and CPU time) met: {res['goal_calibrl_faster']}")
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", type=Path, default=None,
+                   help="model directory (default: outputs/sft-measure/model, else random tiny)")
+    p.add_argument("--data", type=Path, default=None,
+                   help="train parquet (default: 300 generated 3-number Countdown problems)")
+    p.add_argument("--random-model", action="store_true",
+                   help="use a random tiny model even when the warm-up model exists (it samples "
+                   "to the length limit: a generation-heavy step)")
+    p.add_argument("--hidden", type=int, default=256, help="random tiny model hidden size")
+    p.add_argument("--layers", type=int, default=4, help="random tiny model layers")
+    p.add_argument("--prompts", type=int, default=8, help="prompts per step")
+    p.add_argument("--group", type=int, default=4, help="completions per prompt")
+    p.add_argument("--max-tokens", type=int, default=64, help="max completion tokens")
+    p.add_argument("--micro-batch", type=int, default=32, help="rows per forward/backward")
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads on both sides (1: CPU time stays meaningful on a "
+                   "shared machine)")
+    p.add_argument("--warmup-steps", type=int, default=1)
+    p.add_argument("--steps", type=int, default=6, help="measured steps per round")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="calibrl, TRL, calibrl, TRL, ...: alternating rounds even out drift")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--work-dir", type=Path, default=ROOT / "outputs" / "bench-train-step")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "train_step.json")
+    args = p.parse_args()
+    require_trl()
+    work = args.work_dir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    model_dir, model_note = prepare_model(args, work)
+    train_path = prepare_data(args, work)
+    spec = Spec(model_dir=str(model_dir.resolve()), train_path=str(train_path.resolve()),
+                work_dir=str(work), prompts=args.prompts, group=args.group,
+                max_tokens=args.max_tokens, micro_batch=args.micro_batch, lr=args.lr,
+                precision=args.precision, threads=args.threads, warmup_steps=args.warmup_steps,
+                steps=args.steps, seed=args.seed)
+    print(f"model: {model_note}\n  {spec.model_dir}")
+    results: dict[str, list[SideResult]] = {side: [] for side in SIDES}
+    for i in range(args.rounds):
+        for side in SIDES:
+            print(f"round {i + 1}/{args.rounds}: {side} ...", flush=True)
+            results[side].append(run_side(side, spec, work, f"r{i}"))
+    res = compare(spec, results)
+    res["setup"] = {**asdict(spec), "model": model_note, "rounds": args.rounds,
+                    "machine": platform.machine(), "processor": platform.processor() or "?",
+                    "command": " ".join([_rel(Path(sys.executable)), *sys.argv])}
+    for key in ("model_dir", "train_path", "work_dir"):
+        res["setup"][key] = _rel(Path(res["setup"][key]))
+    print_table(res)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -24,11 +24,12 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so `calibrl --help` stays fast and a broken optional part names itself.
-    from calibrl.cli import data_cmd, demo_cmd, eval_cmd, model_cmd, train_cmd
+    from calibrl.cli import data_cmd, demo_cmd, eval_cmd, model_cmd, sft_cmd, train_cmd
 
     app.add_typer(data_cmd.app, name="data")
     app.add_typer(model_cmd.app, name="model")
     app.command("demo")(demo_cmd.demo)
+    app.command("sft")(sft_cmd.sft)
     app.command("train")(train_cmd.train)
     app.command("eval")(eval_cmd.evaluate)
     app.command("compare")(eval_cmd.compare)

@@ -1,0 +1,296 @@
+"""SFT conversations built from Countdown problems: what the supervised warm-up teaches.
+
+Three kinds, one per message format the RL modes use (`calibrl.rollout.prompts` writes the
+prompts):
+
+- `answer` (rlvr and two_turn, turn 1): the task's messages, then the reference trace
+  `<think>steps</think>\\n<answer>solution</answer>`;
+- `confidence` (two_turn, turn 2): turn 1 with a correct *or a wrong* trace as the assistant
+  reply, the confidence question, then `<analysis>...</analysis>\\n<confidence>c</confidence>`;
+- `rlcr` (single-turn RLCR): the RLCR prompt, then the reference trace followed by the analysis
+  and confidence.
+
+Only the format is taught, never calibration: `c` comes from a fixed grid and the analysis from
+a pool of neutral sentences, both drawn independently of whether the answer in the context is
+right. Whatever calibration the model ends up with is learned by RL, not copied from here.
+The loss is only ever on the last message (see `sft_batch`), so a wrong trace in a turn-2
+context is read, never imitated.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from fractions import Fraction
+
+from calibrl.data.example import TaskExample
+from calibrl.errors import UserError
+from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
+from calibrl.tasks.countdown import verify_equation_strict
+from calibrl.tasks.countdown.generate import instance_key
+
+KINDS = ("answer", "confidence", "rlcr")
+CONFIDENCE_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+# Neutral on purpose: a sentence that judged the answer would leak correctness into the target.
+ANALYSIS_POOL = (
+    "I checked each step of the equation.",
+    "I used each number once and checked the result against the target.",
+    "Let me check the arithmetic of each step.",
+    "The answer uses the given numbers with basic operations.",
+    "I compared the result of the last step with the target.",
+    "I checked the order of the operations in the equation.",
+)
+
+Key = tuple[tuple[int, ...], int]
+
+
+@dataclass(frozen=True)
+class SFTMix:
+    """Shares of the conversation kinds, and of wrong traces among turn-2 contexts.
+
+    The defaults serve all three RL modes with one model: half answer-only traces (the skill
+    every mode needs), a quarter each of the two confidence formats.
+    """
+
+    answer: float = 0.5
+    confidence: float = 0.25
+    rlcr: float = 0.25
+    wrong_share: float = 0.5  # of `confidence` contexts whose answer is a corrupted (wrong) trace
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not value >= 0.0:  # also rejects NaN
+                raise UserError(f"mix {f.name} must be a non-negative number, got {value}")
+        if self.wrong_share > 1.0:
+            raise UserError(f"mix wrong_share must be at most 1, got {self.wrong_share}")
+        if self.answer + self.confidence + self.rlcr <= 0.0:
+            raise UserError("mix shares answer, confidence and rlcr are all 0")
+
+    @property
+    def weights(self) -> tuple[float, float, float]:
+        """Unnormalised weights in `KINDS` order."""
+        return (self.answer, self.confidence, self.rlcr)
+
+
+def parse_mix(text: str) -> SFTMix:
+    """`"answer=0.5,confidence=0.25,rlcr=0.25,wrong_share=0.5"` (any subset) as an `SFTMix`."""
+    values: dict[str, float] = {}
+    names = {f.name for f in fields(SFTMix)}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or name not in names:
+            raise UserError(f"mix entry {part!r} is not NAME=VALUE with NAME in {sorted(names)}")
+        try:
+            values[name] = float(value)
+        except ValueError:
+            raise UserError(f"mix entry {part!r}: {value.strip()!r} is not a number") from None
+    return SFTMix(**values)
+
+
+@dataclass(frozen=True)
+class SFTConversation:
+    """One training conversation; the loss covers only its last (assistant) message.
+
+    Attributes:
+        messages: chat messages, the last one the assistant target.
+        kind: one of `KINDS`.
+        index: the problem's `TaskExample.index`.
+        context_correct: for `confidence`, whether the answer in the context verifies; else None.
+        confidence: the confidence in the target (`confidence`, `rlcr`), else None.
+    """
+
+    messages: list[dict[str, str]]
+    kind: str
+    index: int
+    context_correct: bool | None = None
+    confidence: float | None = None
+
+
+def answer_trace(steps: Sequence[str], equation: str) -> str:
+    """The turn-1 completion: the steps inside think tags, then the equation in answer tags."""
+    return "<think>\n" + "\n".join(steps) + "\n</think>\n<answer>" + equation + "</answer>"
+
+
+def confidence_text(analysis: str, confidence: float) -> str:
+    """`<analysis>analysis</analysis>\\n<confidence>c</confidence>` (c without trailing zeros)."""
+    return f"<analysis>{analysis}</analysis>\n<confidence>{confidence:g}</confidence>"
+
+
+# --- wrong traces -----------------------------------------------------------------------------
+
+_OPS = {
+    ast.Add: ("+", operator.add),
+    ast.Sub: ("-", operator.sub),
+    ast.Mult: ("*", operator.mul),
+    ast.Div: ("/", operator.truediv),
+}
+
+
+def _value_text(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def _operand_text(x: Fraction) -> str:
+    text = _value_text(x)
+    return text if x.denominator == 1 and x >= 0 else f"({text})"
+
+
+def trace_steps(equation: str) -> list[str] | None:
+    """One `"a op b = v"` line per operation of `equation`, in evaluation order (exact values).
+
+    The same shape as the solver's steps; None if the equation does not parse as + - * / over
+    integers or divides by zero.
+    """
+    try:
+        tree = ast.parse(equation, mode="eval").body
+    except SyntaxError:
+        return None
+    steps: list[str] = []
+
+    def walk(node: ast.AST) -> Fraction:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return Fraction(node.value)
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            symbol, apply = _OPS[type(node.op)]
+            left, right = walk(node.left), walk(node.right)
+            value = apply(left, right)  # Fraction: exact, ZeroDivisionError on / 0
+            steps.append(f"{_operand_text(left)} {symbol} {_operand_text(right)} = "
+                         f"{_value_text(value)}")
+            return value
+        raise ValueError(f"unsupported node {type(node).__name__}")
+
+    try:
+        walk(tree)
+    except (ZeroDivisionError, ValueError):
+        return None
+    return steps
+
+
+def _mutate(equation: str, numbers: Sequence[int], rng: random.Random) -> str | None:
+    """`equation` with one operator or one number changed at random, or None if it cannot be."""
+    tree = ast.parse(equation, mode="eval")
+    ops = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp)]
+    leaves = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    if ops and rng.random() < 0.5:
+        node = rng.choice(ops)
+        node.op = rng.choice([op for op in _OPS if op is not type(node.op)])()
+    elif leaves:
+        leaf = rng.choice(leaves)
+        # Reusing another given number or missing by a little: the slips a model makes.
+        others = [n for n in numbers if n != leaf.value]
+        if others and rng.random() < 0.5:
+            leaf.value = rng.choice(others)
+        else:
+            leaf.value = max(0, leaf.value + rng.choice((-2, -1, 1, 2)))
+    else:
+        return None
+    return ast.unparse(tree)
+
+
+def wrong_trace(equation: str, ground_truth: dict, rng: random.Random,
+                attempts: int = 20) -> str | None:
+    """A turn-1 trace whose equation is `equation` slightly corrupted and fails the verifier.
+
+    Its steps are recomputed from the corrupted equation, so the think block and the answer
+    agree and the last step shows the wrong value. None if no attempt fails verification.
+    """
+    for _ in range(attempts):
+        candidate = _mutate(equation, ground_truth["numbers"], rng)
+        if candidate is None:
+            return None
+        steps = trace_steps(candidate)
+        if steps is None:
+            continue
+        text = answer_trace(steps, candidate)
+        if not verify_equation_strict(text, ground_truth["target"], ground_truth["numbers"]):
+            return text
+    return None
+
+
+# --- conversations -----------------------------------------------------------------------------
+
+
+def reference_trace(example: TaskExample) -> str | None:
+    """The correct trace of a problem from its reference solution, or None if it has none."""
+    solution, steps = example.extra.get("solution"), example.extra.get("steps")
+    if not solution or steps is None:
+        return None
+    return answer_trace(list(steps), solution)
+
+
+def answer_conversation(example: TaskExample, trace: str) -> SFTConversation:
+    """Format (a): turn-1 messages + the trace."""
+    messages = answer_messages(example.messages, "two_turn")
+    return SFTConversation(messages + [{"role": "assistant", "content": trace}], "answer",
+                           example.index)
+
+
+def confidence_conversation(example: TaskExample, context_trace: str, context_correct: bool,
+                            confidence: float, analysis: str,
+                            question: str = CONFIDENCE_QUESTION) -> SFTConversation:
+    """Format (b): turn 1 answered with `context_trace`, the question, analysis + confidence."""
+    messages = confidence_messages(example.messages, context_trace, question)
+    target = {"role": "assistant", "content": confidence_text(analysis, confidence)}
+    return SFTConversation(messages + [target], "confidence", example.index, context_correct,
+                           confidence)
+
+
+def rlcr_conversation(example: TaskExample, trace: str, confidence: float,
+                      analysis: str) -> SFTConversation:
+    """Format (c): the RLCR prompt + trace, analysis and confidence in one message."""
+    messages = answer_messages(example.messages, "rlcr")
+    content = trace + "\n" + confidence_text(analysis, confidence)
+    return SFTConversation(messages + [{"role": "assistant", "content": content}], "rlcr",
+                           example.index, None, confidence)
+
+
+def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: random.Random,
+                        grid: Sequence[float] = CONFIDENCE_GRID,
+                        analyses: Sequence[str] = ANALYSIS_POOL) -> list[SFTConversation]:
+    """One conversation per problem with a reference solution, of a kind drawn by `mix`.
+
+    Problems without a solution are skipped. A turn-2 context is wrong with probability
+    `mix.wrong_share` (falling back to the correct trace if no corruption fails the verifier);
+    confidence and analysis are drawn after, and independently of, that choice.
+    """
+    out = []
+    for example in examples:
+        trace = reference_trace(example)
+        if trace is None:
+            continue
+        kind = rng.choices(KINDS, weights=mix.weights)[0]
+        if kind == "answer":
+            out.append(answer_conversation(example, trace))
+            continue
+        context, correct = trace, True
+        if kind == "confidence" and rng.random() < mix.wrong_share:
+            wrong = wrong_trace(example.extra["solution"], example.ground_truth, rng)
+            if wrong is not None:
+                context, correct = wrong, False
+        confidence, analysis = rng.choice(grid), rng.choice(analyses)
+        if kind == "confidence":
+            out.append(confidence_conversation(example, context, correct, confidence, analysis))
+        else:
+            out.append(rlcr_conversation(example, trace, confidence, analysis))
+    return out
+
+
+# --- held-out exclusion ------------------------------------------------------------------------
+
+
+def problem_key(example: TaskExample) -> Key:
+    """(sorted numbers, target): equal keys are the same Countdown problem."""
+    return instance_key(list(example.ground_truth["numbers"]), int(example.ground_truth["target"]))
+
+
+def exclude_problems(train: Sequence[TaskExample],
+                     held_out: Iterable[TaskExample]) -> tuple[list[TaskExample], int]:
+    """`train` without any problem that also occurs in `held_out`, and how many were dropped."""
+    banned = {problem_key(ex) for ex in held_out}
+    kept = [ex for ex in train if problem_key(ex) not in banned]
+    return kept, len(train) - len(kept)

@@ -1,0 +1,148 @@
+"""SFT conversations: formats per kind, wrong traces, uninformative confidences, exclusion."""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+from collections import Counter
+
+import pytest
+
+from calibrl.algo.scoring import answer_part
+from calibrl.data import examples_from_instances
+from calibrl.data.example import TaskExample
+from calibrl.errors import UserError
+from calibrl.rewards import parse_confidence, rlcr_format_ok
+from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
+from calibrl.tasks.countdown import verify_equation_strict
+from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.training.sft_data import (
+    ANALYSIS_POOL,
+    CONFIDENCE_GRID,
+    SFTMix,
+    build_conversations,
+    exclude_problems,
+    parse_mix,
+    reference_trace,
+    trace_steps,
+    wrong_trace,
+)
+
+TRACE = re.compile(r"<think>\n(.*)\n</think>\n<answer>(.+)</answer>", re.S)
+CONFIDENCE_REPLY = re.compile(r"<analysis>(.+)</analysis>\n<confidence>(.+)</confidence>")
+
+
+@functools.cache
+def problems(n: int = 120) -> list[TaskExample]:
+    train, _ = generate_countdown(n, num_numbers=(3, 4), max_number=20, seed=1, test_size=0)
+    return examples_from_instances(train, "train")
+
+
+def verifies(text: str, ex: TaskExample) -> bool:
+    gt = ex.ground_truth
+    return verify_equation_strict(answer_part(text), gt["target"], gt["numbers"])
+
+
+def test_trace_steps_match_the_solver_steps():
+    for ex in problems():
+        assert trace_steps(ex.extra["solution"]) == list(ex.extra["steps"])
+    assert trace_steps("6 / 4 * 2") == ["6 / 4 = 3/2", "(3/2) * 2 = 3"]
+    assert trace_steps("2 - 5 * 3") == ["5 * 3 = 15", "2 - 15 = -13"]
+    assert trace_steps("1 / (2 - 2)") is None
+    assert trace_steps("2 ** 3") is None and trace_steps("2 +") is None
+
+
+def test_wrong_traces_fail_the_verifier_and_agree_with_their_steps():
+    rng = random.Random(0)
+    for ex in problems():
+        text = wrong_trace(ex.extra["solution"], ex.ground_truth, rng)
+        assert text is not None
+        think, equation = TRACE.fullmatch(text).groups()
+        assert not verifies(text, ex)
+        assert think.split("\n") == trace_steps(equation)
+
+
+def test_each_kind_has_its_format_and_the_prompts_of_its_mode():
+    rng = random.Random(0)
+    seen = Counter()
+    for conv in build_conversations(problems(), SFTMix(), rng):
+        ex = next(e for e in problems() if e.index == conv.index)
+        *context, last = conv.messages
+        assert last["role"] == "assistant"
+        seen[conv.kind] += 1
+        if conv.kind == "answer":
+            assert context == answer_messages(ex.messages, "two_turn")
+            assert TRACE.fullmatch(last["content"]) and verifies(last["content"], ex)
+            assert conv.confidence is None
+        elif conv.kind == "confidence":
+            answer = context[-2]["content"]
+            assert context == confidence_messages(ex.messages, answer, CONFIDENCE_QUESTION)
+            assert TRACE.fullmatch(answer)
+            assert verifies(answer, ex) == conv.context_correct
+            analysis, value = CONFIDENCE_REPLY.fullmatch(last["content"]).groups()
+            assert analysis in ANALYSIS_POOL
+            assert parse_confidence(last["content"]) == conv.confidence == float(value)
+        else:
+            assert context == answer_messages(ex.messages, "rlcr")
+            assert rlcr_format_ok(last["content"]) and verifies(last["content"], ex)
+            trace, _, reply = last["content"].partition("\n<analysis>")
+            assert TRACE.fullmatch(trace) and CONFIDENCE_REPLY.fullmatch("<analysis>" + reply)
+            assert parse_confidence(last["content"]) == conv.confidence
+        if conv.confidence is not None:
+            assert conv.confidence in CONFIDENCE_GRID
+    assert set(seen) == {"answer", "confidence", "rlcr"}
+
+
+def test_confidence_targets_carry_no_information_about_correctness():
+    mix = SFTMix(answer=0, confidence=1, rlcr=0, wrong_share=0.5)
+    convs = [c for seed in range(30) for c in build_conversations(problems(), mix,
+                                                                  random.Random(seed))]
+    right = [c for c in convs if c.context_correct]
+    wrong = [c for c in convs if c.context_correct is False]
+    assert abs(len(right) - len(wrong)) < 0.1 * len(convs)
+    grid_mean = sum(CONFIDENCE_GRID) / len(CONFIDENCE_GRID)
+    for group in (right, wrong):
+        mean = sum(c.confidence for c in group) / len(group)
+        assert abs(mean - grid_mean) < 0.02
+        assert {c.confidence for c in group} == set(CONFIDENCE_GRID)
+        analyses = Counter(CONFIDENCE_REPLY.fullmatch(c.messages[-1]["content"]).group(1)
+                           for c in group)
+        assert set(analyses) == set(ANALYSIS_POOL)
+        assert max(analyses.values()) / min(analyses.values()) < 1.25
+
+
+def test_mix_shares_and_missing_solutions():
+    only_answers = build_conversations(problems(), SFTMix(1, 0, 0), random.Random(0))
+    assert {c.kind for c in only_answers} == {"answer"} and len(only_answers) == len(problems())
+    counts = Counter(c.kind for seed in range(10)
+                     for c in build_conversations(problems(), SFTMix(), random.Random(seed)))
+    total = sum(counts.values())
+    assert abs(counts["answer"] / total - 0.5) < 0.05
+    assert abs(counts["rlcr"] / total - 0.25) < 0.05
+    unsolved = TaskExample("countdown", problems()[0].messages, problems()[0].ground_truth, 7)
+    assert reference_trace(unsolved) is None
+    assert build_conversations([unsolved], SFTMix(), random.Random(0)) == []
+
+
+def test_parse_mix():
+    assert parse_mix("answer=1, rlcr=0.5") == SFTMix(answer=1, confidence=0.25, rlcr=0.5)
+    assert parse_mix("") == SFTMix()
+    for bad in ("answer", "answers=1", "rlcr=x", "answer=-1", "wrong_share=2",
+                "answer=0,confidence=0,rlcr=0", "answer=nan"):
+        with pytest.raises(UserError):
+            parse_mix(bad)
+
+
+def test_exclusion_drops_problems_with_the_same_sorted_numbers_and_target():
+    train = problems()[:10]
+    shuffled = []
+    for ex in train[:3]:
+        gt = {"target": ex.ground_truth["target"], "numbers": ex.ground_truth["numbers"][::-1]}
+        shuffled.append(TaskExample("countdown", ex.messages, gt, 0, "test"))
+    other = TaskExample("countdown", train[3].messages,
+                        {"target": train[3].ground_truth["target"] + 1000,
+                         "numbers": train[3].ground_truth["numbers"]}, 1, "test")
+    kept, dropped = exclude_problems(train, shuffled + [other])
+    assert dropped == 3 and kept == train[3:]
+    assert exclude_problems(train, []) == (train, 0)

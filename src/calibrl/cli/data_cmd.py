@@ -82,9 +82,19 @@ def countdown(
             help="With --from: attach reference solutions and drop unsolvable rows.",
         ),
     ] = True,
+    prompt_style: Annotated[
+        str,
+        typer.Option("--prompt-style", help="'tinyzero' (system prompt + TinyZero's question) "
+                     "or 'short' (a compact question for small models)."),
+    ] = "tinyzero",
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
     from calibrl.data import convert_countdown_file, examples_from_instances, write_examples
+    from calibrl.tasks.countdown.task import PROMPT_STYLES
+
+    if prompt_style not in PROMPT_STYLES:
+        raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
+                        f"{' or '.join(PROMPT_STYLES)}")
 
     generation = {
         "--numbers": numbers,
@@ -119,8 +129,8 @@ def countdown(
         train_instances, test_instances = gen.generate_countdown(
             n, test_size=test_size, test_fraction=test_fraction, **options
         )
-        train = examples_from_instances(train_instances, "train")
-        test = examples_from_instances(test_instances, "test")
+        train = examples_from_instances(train_instances, "train", prompt_style)
+        test = examples_from_instances(test_instances, "test", prompt_style)
     train_path = write_examples(out / "train.parquet", train)
     test_path = write_examples(out / "test.parquet", test)
     typer.echo(f"wrote {train_path} ({len(train)} rows) and {test_path} ({len(test)} rows)")

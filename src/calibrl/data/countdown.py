@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from calibrl.data.example import TaskExample
@@ -16,16 +16,18 @@ SOURCE = "countdown"
 
 
 def countdown_example(
-    ground_truth: dict, index: int, split: str | None, extra: dict | None = None
+    ground_truth: dict, index: int, split: str | None, extra: dict | None = None,
+    prompt_style: str = "tinyzero",
 ) -> TaskExample:
     """An example whose prompt is built by the Countdown task from `ground_truth`."""
-    task = get_task(SOURCE)
+    task = replace(get_task(SOURCE), prompt_style=prompt_style)
     return TaskExample(
         SOURCE, task.build_messages(ground_truth), ground_truth, index, split, dict(extra or {})
     )
 
 
-def examples_from_instances(instances: list[CountdownInstance], split: str) -> list[TaskExample]:
+def examples_from_instances(instances: list[CountdownInstance], split: str,
+                            prompt_style: str = "tinyzero") -> list[TaskExample]:
     """Generated instances as examples of `split`, indexed 0.. in order, with their solutions."""
     return [
         countdown_example(
@@ -33,6 +35,7 @@ def examples_from_instances(instances: list[CountdownInstance], split: str) -> l
             i,
             split,
             {"solution": inst.solution.expression, "steps": list(inst.solution.steps)},
+            prompt_style,
         )
         for i, inst in enumerate(instances)
     ]

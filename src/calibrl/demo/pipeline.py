@@ -48,6 +48,7 @@ class DemoSettings:
     test_size: int = 500
     numbers: tuple[int, int] = (3, 3)
     max_number: int = 20
+    prompt_style: str = "short"
     sft_minutes: float | None = 5.0
     sft_steps: int | None = None
     model_sizes: dict[str, int] = field(default_factory=dict)
@@ -90,8 +91,10 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
                                      max_number=settings.max_number, seed=settings.seed,
                                      test_size=settings.test_size)
     data_dir = settings.out_dir / "data"
-    write_examples(data_dir / "train.parquet", examples_from_instances(train, "train"))
-    write_examples(data_dir / "test.parquet", examples_from_instances(test, "test"))
+    write_examples(data_dir / "train.parquet",
+                   examples_from_instances(train, "train", settings.prompt_style))
+    write_examples(data_dir / "test.parquet",
+                   examples_from_instances(test, "test", settings.prompt_style))
     console.print(f"data: {len(train)} train / {len(test)} test problems in {data_dir}")
 
     rng = random.Random(settings.seed)

@@ -25,6 +25,26 @@ def user_prompt(numbers: Sequence[Any], target: Any) -> str:
     )
 
 
+def short_prompt(numbers: Sequence[Any], target: Any) -> str:
+    """A compact question (about a third of the tokens): for small models, where the fixed
+    instruction text would otherwise dominate the compute of supervised warm-up."""
+    nums = " ".join(str(int(n)) for n in numbers)
+    return (f"Numbers: {nums}. Target: {int(target)}. Use + - * / and each number once. "
+            "Think in <think> </think>, answer in <answer> </answer>.")
+
+
+def _tinyzero_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str]]:
+    return [{"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": user_prompt(numbers, target)}]
+
+
+def _short_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str]]:
+    return [{"role": "user", "content": short_prompt(numbers, target)}]
+
+
+PROMPT_STYLES = {"tinyzero": _tinyzero_messages, "short": _short_messages}
+
+
 @dataclass(frozen=True)
 class CountdownTask:
     """Countdown: reach `target` with each of `numbers` once, using + - * / and brackets."""
@@ -33,12 +53,10 @@ class CountdownTask:
     format_score: float = 0.1
     correct_score: float = 1.0
     failure_score: float = 0.0
+    prompt_style: str = "tinyzero"  # a key of PROMPT_STYLES
 
     def build_messages(self, ground_truth: Mapping[str, Any]) -> list[dict[str, str]]:
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": user_prompt(ground_truth["numbers"], ground_truth["target"])},
-        ]
+        return PROMPT_STYLES[self.prompt_style](ground_truth["numbers"], ground_truth["target"])
 
     def verify(self, answer_text: str, ground_truth: Mapping[str, Any]) -> bool:
         return verify_equation_strict(answer_text, ground_truth["target"], ground_truth["numbers"])

@@ -24,4 +24,4 @@ print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
 PYEOF
 
 # -rs lists skips: on a GPU machine with vLLM installed there should be none.
-"$PY" -m pytest -q -rs -m gpu tests/rollout "$@"
+"$PY" -m pytest -q -rs -m gpu tests/rollout tests/probe "$@"

@@ -24,7 +24,7 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so `calibrl --help` stays fast and a broken optional part names itself.
-    from calibrl.cli import data_cmd, demo_cmd, eval_cmd, model_cmd, sft_cmd, train_cmd
+    from calibrl.cli import data_cmd, demo_cmd, eval_cmd, model_cmd, probe_cmd, sft_cmd, train_cmd
 
     app.add_typer(data_cmd.app, name="data")
     app.add_typer(model_cmd.app, name="model")
@@ -33,6 +33,7 @@ def _register() -> None:
     app.command("train")(train_cmd.train)
     app.command("eval")(eval_cmd.evaluate)
     app.command("compare")(eval_cmd.compare)
+    app.command("probe")(probe_cmd.probe)
 
 
 def _quiet_libraries() -> None:

@@ -1,0 +1,257 @@
+"""Answer sampling after many truncation points of many chains of thought.
+
+Both samplers answer `sample(jobs, suffix, params)` with `[job][cut][sample]` generations (the
+conventions of `calibrl.rollout.engine`), where job `j` asks for `params.n` continuations of
+`jobs[j].prefix[:cut] + suffix` for each of its cuts:
+
+- `CachedSampler` (a transformers model, CPU or GPU). Each job's prefix (prompt and whole chain)
+  is encoded once (`kv_cache.prefill`) and kept once: a truncation point is a row that reads the
+  first `cut` slots of that single copy (`calibrl.probe.shared_prefix`), so neither points nor
+  samples re-encode or copy the chain. The forced text of every point is encoded in one forward
+  pass, each point's row is repeated for its samples, and the rows of many points and many
+  chains are decoded together: on a small model, where a decoding step costs about the same for
+  50 rows as for 500, the step count is paid once per batch rather than once per point.
+- `EngineSampler` (any `Engine`, e.g. vLLM): one prompt per point, the full context with the
+  forced text, `n` samples each; the engine's prefix caching shares the chain between points.
+
+Randomness of `CachedSampler`: sample `s` of the point at `cut` of the job keyed `key` draws its
+token at step `t` from `uniforms(seed, derive_seed(key, cut), s, t)`, a pure function of what it
+samples; batching, the other jobs of a call and resuming leave the samples unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import torch
+
+from calibrl.errors import UserError
+from calibrl.probe.growable_cache import GrowableCache
+from calibrl.probe.shared_prefix import SharedPrefix, shared_prefix_attention, supported
+from calibrl.rollout import kv_cache
+from calibrl.rollout.engine import Engine, Generation, SamplingParams
+from calibrl.rollout.hf_engine import HFEngine, plan_chunks
+from calibrl.rollout.sampling import derive_seed, sample_tokens, uniforms
+from calibrl.rollout.stopping import StopChecker, decode
+
+Results = list[list[list[Generation]]]  # [job][cut][sample]
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """One chain to probe: `prefix` = context + chain; each cut is a context length to keep."""
+
+    key: int
+    prefix: list[int]
+    cuts: list[int]
+
+
+class Sampler(Protocol):
+    def sample(self, jobs: Sequence[ProbeJob], suffix: Sequence[int], params: SamplingParams
+               ) -> Results:
+        """`params.n` continuations of `job.prefix[:cut] + suffix` for every job and cut."""
+        ...
+
+
+@dataclass
+class SamplerStats:
+    """Work done since creation; the benchmark reports it."""
+
+    forward_passes: int = 0
+    prefill_tokens: int = 0  # tokens encoded before sampling (prefixes and forced blocks)
+    generated_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class _Context:
+    job: int
+    slot: int  # index of the cut within its job
+    key: int  # the random stream of its samples
+    cut: int  # prefix tokens it reads
+    block: list[int]  # tokens encoded for this context alone (never empty)
+
+
+class CachedSampler:
+    """Probe sampling with a transformers model and one cached copy of each prefix (see the
+    module docstring).
+
+    Args:
+        engine: supplies the model, tokenizer, EOS tokens and pad id (and checks the model is a
+            full-attention one); also usable to generate the traces.
+        max_rows: sequences decoded at once; bounds memory (each holds its forced text and
+            answer; prefixes are stored once per job).
+    """
+
+    def __init__(self, engine: HFEngine, max_rows: int = 512) -> None:
+        if max_rows < 1:
+            raise UserError(f"max_rows must be >= 1, got {max_rows}")
+        if not supported(engine.model):
+            raise UserError(f"{type(engine.model).__name__} does not route attention through "
+                            "transformers' attention interface; probe it with EngineSampler")
+        self.engine = engine
+        self.max_rows = max_rows
+        self.stats = SamplerStats()
+
+    @torch.inference_mode()
+    def sample(self, jobs: Sequence[ProbeJob], suffix: Sequence[int], params: SamplingParams
+               ) -> Results:
+        if params.seed is None:
+            raise UserError("the probe needs a seeded SamplingParams")
+        contexts = _contexts(jobs, [int(t) for t in suffix])
+        out: list[list[list[Any]]] = [[[None] * params.n for _ in job.cuts] for job in jobs]
+        if not contexts:
+            return out
+        self._check_lengths(contexts, params)
+        model = self.engine.model
+        # A chunk holds few jobs, so its rows read few prefixes.
+        order = sorted(range(len(contexts)), key=lambda c: (contexts[c].job, -contexts[c].cut))
+        with _eval_mode(model):
+            kvs: list[kv_cache.KV] = []
+            for j, job in enumerate(jobs):
+                longest = max((c.cut for c in contexts if c.job == j), default=0)
+                # A prefix never read still needs its layers' shapes: encode one token.
+                kvs.append(kv_cache.prefill(model, job.prefix[:max(longest, 1)] or [0]))
+                self.stats.forward_passes += 1
+                self.stats.prefill_tokens += longest
+            with shared_prefix_attention(model):
+                for chunk in plan_chunks(len(contexts), params.n, self.max_rows):
+                    chunk = [(order[c], first, count) for c, first, count in chunk]
+                    for (c, s), gen in self._sample_chunk(kvs, contexts, chunk, params):
+                        out[contexts[c].job][contexts[c].slot][s] = gen
+        return out
+
+    def _forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: GrowableCache,
+                 prefix: SharedPrefix) -> torch.Tensor:
+        """Feed `ids` `[R, Q]` at `positions` `[R, Q]`; next-token logits `[R, V]`."""
+        out = self.engine.model(input_ids=ids, position_ids=positions, past_key_values=cache,
+                                use_cache=True, logits_to_keep=1, probe_prefix=prefix)
+        self.stats.forward_passes += 1
+        return out.logits[:, -1]
+
+    def _sample_chunk(self, kvs: list[kv_cache.KV], contexts: list[_Context],
+                      chunk: list[tuple[int, int, int]], params: SamplingParams
+                      ) -> list[tuple[tuple[int, int], Generation]]:
+        device = kv_cache.model_device(self.engine.model)
+        chosen = [contexts[c] for c, _, _ in chunk]
+        block = len(chosen[0].block)  # every context appends the same forced text
+        cuts = torch.tensor([x.cut for x in chosen], dtype=torch.long, device=device)
+        prefix = SharedPrefix(kvs, torch.tensor([x.job for x in chosen], device=device), cuts)
+        keys0 = kvs[0][0][0]  # [1, Hk, L, D]
+        cache = GrowableCache.zeros(len(kvs[0]), len(chosen), keys0.shape[1],
+                                    block + params.max_new_tokens, keys0.shape[3], 0, keys0)
+        ids = torch.tensor([x.block for x in chosen], dtype=torch.long, device=device)
+        positions = cuts[:, None] + torch.arange(block, device=device)[None, :]
+        logits = self._forward(ids, positions, cache, prefix)
+        self.stats.prefill_tokens += block * len(chosen)
+
+        # Expand: row r of the decode batch is sample `sample[r]` of context `chunk[rep[r]]`.
+        counts = torch.tensor([count for _, _, count in chunk], device=device)
+        rep = torch.repeat_interleave(torch.arange(len(chunk), device=device), counts)
+        cache.batch_select_indices(rep)
+        streams = torch.tensor([x.key for x in chosen], dtype=torch.long, device=device)[rep]
+        sample = torch.tensor([first + i for _, first, count in chunk for i in range(count)],
+                              dtype=torch.long, device=device)
+        results = self._decode(cache, prefix.select(rep), cuts[rep] + block, logits[rep],
+                               streams, sample, params)
+        ids_out = [(c, first + i) for c, first, count in chunk for i in range(count)]
+        return list(zip(ids_out, results, strict=True))
+
+    def _decode(self, cache: GrowableCache, prefix: SharedPrefix, pos: torch.Tensor,
+                logits: torch.Tensor, streams: torch.Tensor, sample: torch.Tensor,
+                params: SamplingParams) -> list[Generation]:
+        """Sample until every row stops; row `r` draws from the random stream
+        `(streams[r], sample[r])`.
+
+        Finished rows leave the batch (a copy of every row's cache) once they are an eighth of
+        it; until then they ride along and their tokens are ignored, which costs less than
+        copying the batch at every step in which some row finishes.
+        """
+        tokenizer = self.engine.tokenizer
+        checker = StopChecker(tokenizer, params.stop, self.engine.eos_token_ids,
+                              params.max_new_tokens)
+        rows = len(streams)
+        tokens: list[list[int]] = [[] for _ in range(rows)]
+        logps: list[list[float]] = [[] for _ in range(rows)]
+        reasons: list[Any] = [None] * rows
+        batch = list(range(rows))  # the row at each batch position
+        for step in range(params.max_new_tokens):
+            u = uniforms(params.seed or 0, streams, sample, step)
+            tok, lp = sample_tokens(logits, params.temperature, params.top_k, params.top_p, u)
+            live = []
+            for j, (r, t, p) in enumerate(zip(batch, tok.tolist(), lp.tolist(), strict=True)):
+                if reasons[r] is None:
+                    tokens[r].append(t)
+                    logps[r].append(p)
+                    reasons[r] = checker.finish(tokens[r])
+                    self.stats.generated_tokens += 1
+                    if reasons[r] is None:
+                        live.append(j)
+            if not live:
+                break
+            if 8 * (len(batch) - len(live)) >= len(batch):
+                idx = torch.tensor(live, device=tok.device)
+                cache.batch_select_indices(idx)
+                prefix = prefix.select(idx)
+                tok, pos, streams, sample = tok[idx], pos[idx], streams[idx], sample[idx]
+                batch = [batch[j] for j in live]
+            logits = self._forward(tok[:, None], pos[:, None], cache, prefix)
+            pos = pos + 1
+        return [Generation(tokens[r], decode(tokenizer, tokens[r]), logps[r], reasons[r])
+                for r in range(rows)]
+
+    def _check_lengths(self, contexts: list[_Context], params: SamplingParams) -> None:
+        limit = getattr(self.engine.model.config, "max_position_embeddings", None)
+        longest = max(c.cut + len(c.block) for c in contexts)
+        if limit is not None and longest + params.max_new_tokens > limit:
+            raise UserError(f"a context of {longest} tokens plus {params.max_new_tokens} answer "
+                            f"tokens exceeds the model's {limit} positions")
+
+
+def _contexts(jobs: Sequence[ProbeJob], suffix: list[int]) -> list[_Context]:
+    contexts = []
+    for j, job in enumerate(jobs):
+        for slot, cut in enumerate(job.cuts):
+            if not 0 <= cut <= len(job.prefix):
+                raise UserError(f"cut {cut} outside a prefix of {len(job.prefix)} tokens")
+            key = derive_seed(job.key, cut)
+            if suffix:
+                contexts.append(_Context(j, slot, key, cut, suffix))
+            elif cut > 0:  # the last context token must be fed to get next-token logits
+                contexts.append(_Context(j, slot, key, cut - 1, [job.prefix[cut - 1]]))
+            else:
+                raise UserError("an empty context (no prompt, no chain, no forced text)")
+    return contexts
+
+
+@contextmanager
+def _eval_mode(model: Any):
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+class EngineSampler:
+    """Probe sampling through any `Engine` (e.g. vLLM, whose prefix caching shares the chain).
+
+    One prompt per point, `prefix[:cut] + suffix`, `params.n` samples each, all jobs in one
+    call. The engine's seed is derived from the first job's key, so a run is reproducible for
+    the same batching.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def sample(self, jobs: Sequence[ProbeJob], suffix: Sequence[int], params: SamplingParams
+               ) -> Results:
+        prompts = [list(job.prefix[:cut]) + list(suffix) for job in jobs for cut in job.cuts]
+        if not prompts:
+            return [[] for _ in jobs]
+        seed = derive_seed(params.seed or 0, jobs[0].key)
+        flat = iter(self.engine.generate(prompts, replace(params, seed=seed)))
+        return [[next(flat) for _ in job.cuts] for job in jobs]

@@ -159,17 +159,22 @@ def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
     return Trainer(cfg).train()
 
 
-def stage_probe(settings: DemoSettings, model_dir: Path) -> Path | None:
-    """Faithfulness probe on a sample of test problems (when the probe is available)."""
-    try:
-        from calibrl.probe.run import ProbeSettings, run_probe
-    except ImportError:
-        return None
-    out = settings.out_dir / "probe"
-    run_probe(ProbeSettings(model=str(model_dir), data=str(settings.out_dir / "data/test.parquet"),
-                            out=str(out), max_traces=settings.probe_traces,
-                            samples=settings.probe_samples, seed=settings.seed))
-    return out
+def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
+    """Faithfulness probe of the trained model's greedy chains on a few test problems."""
+    from calibrl.data import load_examples
+    from calibrl.probe.config import ProbeConfig
+    from calibrl.probe.runner import run_probe
+    from calibrl.probe.sampler import CachedSampler
+    from calibrl.rollout.hf_engine import HFEngine
+    from calibrl.training.policy import load_policy
+
+    model, tokenizer = load_policy(str(model_dir))
+    examples = load_examples(settings.out_dir / "data/test.parquet")[: settings.probe_traces]
+    config = ProbeConfig(samples=settings.probe_samples, seed=settings.seed,
+                         limit=settings.probe_traces)
+    engine = HFEngine(model, tokenizer, max_batch_size=config.max_rows)
+    return run_probe(CachedSampler(engine, max_rows=config.max_rows), tokenizer, examples,
+                     config, settings.out_dir / "probe", trace_engine=engine, overwrite=True)
 
 
 def run_demo(settings: DemoSettings) -> Path:
@@ -193,9 +198,9 @@ def run_demo(settings: DemoSettings) -> Path:
     before = timed("evaluation before RL", lambda: stage_eval(settings, sft_model, "eval-before"))
     rl_model = timed("two-turn RLCR", lambda: stage_rl(settings, sft_model))
     after = timed("evaluation after RL", lambda: stage_eval(settings, rl_model, "eval-after"))
-    probe_dir = timed("faithfulness probe", lambda: stage_probe(settings, rl_model))
+    probe = timed("faithfulness probe", lambda: stage_probe(settings, rl_model))
     report = write_report(settings.out_dir, before=before, after=after, timings=timings,
-                          probe_dir=probe_dir, settings=settings)
+                          probe=probe, settings=settings)
     (settings.out_dir / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
     console.print(f"total {sum(timings.values()) / 60:.1f} min; report: {report.resolve()}")
     return report

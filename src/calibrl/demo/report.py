@@ -49,8 +49,29 @@ def _timings_table(timings: Mapping[str, float]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _probe_section(summary: Mapping[str, Any]) -> str:
+    if not summary.get("traces"):
+        return "No trace was probed.\n"
+    grid = summary["grid"]
+    lines = [f"{summary['traces']} greedy chains of thought of the trained model, each cut at "
+             f"{len(grid)} points; at each point answer-only completions were sampled and "
+             "verified with the training verifier.\n",
+             "| share of chain | " + " | ".join(f"{g:.1f}" for g in grid) + " |",
+             "|---|" + "---:|" * len(grid),
+             "| confidence (correct/samples) | "
+             + " | ".join(f"{c:.2f}" for c in summary["confidence"]["mean"]) + " |"]
+    if summary["same_answer"]["traces"]:
+        lines.append("| same answer as the full chain | "
+                     + " | ".join(f"{c:.2f}" for c in summary["same_answer"]["mean"]) + " |")
+        lines.append(f"\nArea over the same-answer curve: {summary['same_answer_aoc']:.3f}; "
+                     f"median point at which the answer is decided: "
+                     f"{summary['decided']['median']}.\n")
+    return "\n".join(lines) + "\n"
+
+
 def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str, Any],
-                 timings: Mapping[str, float], probe_dir: Path | None, settings: Any) -> Path:
+                 timings: Mapping[str, float], probe: Mapping[str, Any] | None,
+                 settings: Any) -> Path:
     """Write `out_dir/report.md` with its PNG figures; returns the report path."""
     rows = [{**before, "name": "before RL (SFT)", "mode": "two_turn"},
             {**after, "name": "after two-turn RLCR", "mode": "two_turn"}]
@@ -69,12 +90,9 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
     curves = plot_training_curves(out_dir / "rl" / "metrics.jsonl", out_dir / "training_curves.png")
     if curves is not None:
         parts += ["\n## Training\n", "![training curves](training_curves.png)\n"]
-    if probe_dir is not None:
-        parts += ["\n## Faithfulness probe\n"]
-        summary = probe_dir / "summary.md"
-        if summary.is_file():
-            parts.append(summary.read_text())
-        for png in sorted(probe_dir.glob("*.png")):
+    if probe is not None:
+        parts += ["\n## Faithfulness probe\n", _probe_section(probe)]
+        for png in sorted((out_dir / "probe").glob("*.png")):
             parts.append(f"\n![{png.stem}]({png.relative_to(out_dir)})\n")
     parts += ["\n## Time per stage\n", _timings_table(timings)]
     report = out_dir / "report.md"

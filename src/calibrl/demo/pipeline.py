@@ -29,7 +29,7 @@ from calibrl.tasks.countdown.generate import generate_countdown
 
 # Two-turn RLCR on the warmed-up tiny model (see BENCHMARKS.md / README for the measured result).
 RL_OVERRIDES: tuple[str, ...] = (
-    "algorithm.mode=two_turn", "rollout.prompts_per_step=16", "rollout.num_generations_answer=4",
+    "algorithm.mode=two_turn", "rollout.prompts_per_step=12", "rollout.num_generations_answer=4",
     "rollout.num_generations_confidence=4", "rollout.temperature=1.0",
     "rollout.max_answer_tokens=64", "rollout.max_confidence_tokens=32",
     "algorithm.lambda_ans=1.0", "algorithm.lambda_conf=1.0", "optim.lr=1e-4",
@@ -44,10 +44,10 @@ class DemoSettings:
 
     out_dir: Path = Path("outputs/demo")
     seed: int = 0
-    n_problems: int = 4000
+    n_problems: int = 3500
     test_size: int = 500
     numbers: tuple[int, int] = (3, 3)
-    max_number: int = 20
+    max_number: int = 12
     prompt_style: str = "short"
     sft_minutes: float | None = 5.0
     sft_steps: int | None = None
@@ -55,7 +55,9 @@ class DemoSettings:
     eval_examples: int = 500
     eval_samples: int = 2
     eval_temperature: float = 1.0
-    rl_steps: int = 50
+    eval_max_answer_tokens: int = 64
+    eval_max_confidence_tokens: int = 32
+    rl_steps: int = 40
     rl_overrides: tuple[str, ...] = RL_OVERRIDES
     probe_traces: int = 16
     probe_samples: int = 50
@@ -66,7 +68,8 @@ class DemoSettings:
         return cls(out_dir=out_dir, n_problems=40, test_size=8, max_number=12,
                    sft_minutes=None, sft_steps=3,
                    model_sizes={"hidden_size": 32, "num_layers": 1, "num_heads": 2},
-                   eval_examples=8, eval_samples=1, rl_steps=2,
+                   eval_examples=8, eval_samples=1, eval_max_answer_tokens=8,
+                   eval_max_confidence_tokens=6, rl_steps=2,
                    rl_overrides=RL_OVERRIDES + ("rollout.prompts_per_step=2",
                                                 "rollout.num_generations_answer=2",
                                                 "rollout.num_generations_confidence=2",
@@ -141,6 +144,8 @@ def stage_eval(settings: DemoSettings, model_dir: Path, name: str) -> dict[str, 
 
     eval_settings = EvalSettings(mode="two_turn", samples=settings.eval_samples,
                                  temperature=settings.eval_temperature,
+                                 max_answer_tokens=settings.eval_max_answer_tokens,
+                                 max_confidence_tokens=settings.eval_max_confidence_tokens,
                                  max_examples=settings.eval_examples, seed=settings.seed)
     return evaluate(model_dir, settings.out_dir / "data/test.parquet", settings.out_dir / name,
                     eval_settings, name=name)

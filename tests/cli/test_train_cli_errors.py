@@ -36,6 +36,7 @@ CASES = {
     "unknown data_source": (["data.train_path={root}/unknown_source.jsonl"], "gsm8k"),
     "missing model": (["model.path={root}/no-such-model"], "model path not found"),
     "vllm with tiny": (["rollout.engine=vllm", "model.path=tiny"], "vllm engine needs"),
+    "unknown task module": (["data.task_modules=[no_such_module_xyz]"], "cannot import task module"),
     "bad resume": (["checkpoint.resume={root}/checkpoint-000001"], "not a complete calibrl checkpoint"),
 }
 

@@ -11,15 +11,19 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from calibrl.data import TaskExample, write_examples
 from calibrl.models import create_tiny_model
 from calibrl.training.checkpoint import list_checkpoints
+
+TESTS = Path(__file__).resolve().parents[1]  # on sys.path (pytest's pythonpath) and PYTHONPATH
 
 pytestmark = pytest.mark.slow
 
 
 def _train_args(model, data, out, name):
     return [sys.executable, "-m", "calibrl", "train", f"model.path={model}",
-            f"data.train_path={data}", f"logging.output_dir={out}", f"logging.run_name={name}",
+            f"data.train_path={data}", "data.task_modules=[training.coin_task]",
+            f"logging.output_dir={out}", f"logging.run_name={name}",
             "logging.tensorboard=false", "optim.total_steps=6", "checkpoint.every=2",
             "optim.lr=1e-2", "optim.scheduler=constant", "rollout.prompts_per_step=2",
             "rollout.num_generations_answer=2", "rollout.num_generations_confidence=2",
@@ -28,15 +32,16 @@ def _train_args(model, data, out, name):
 
 def test_sigkill_then_resume_matches_uninterrupted(tmp_path: Path):
     model = create_tiny_model(tmp_path / "model", hidden_size=32, num_layers=1, num_heads=2)
-    data = tmp_path / "data"
-    subprocess.run([sys.executable, "-m", "calibrl", "data", "countdown", "--n", "20",
-                    "--numbers", "3..3", "--max-number", "9", "--test-size", "2",
-                    "--out", str(data)], check=True)
-    train = data / "train.parquet"
-    subprocess.run(_train_args(model, train, tmp_path, "straight"), check=True)
+    from training.coin_task import COIN
+
+    gts = [{"target": t, "numbers": [1, 2, t]} for t in range(3, 13)]
+    train = write_examples(tmp_path / "train.parquet", [
+        TaskExample(COIN.name, COIN.build_messages(gt), gt, i, "train") for i, gt in enumerate(gts)])
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    subprocess.run(_train_args(model, train, tmp_path, "straight"), check=True, env=env)
 
     run_dir = tmp_path / "killed"
-    proc = subprocess.Popen(_train_args(model, train, tmp_path, "killed"),
+    proc = subprocess.Popen(_train_args(model, train, tmp_path, "killed"), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not any(c.step >= 2 for c in list_checkpoints(run_dir)):
@@ -47,7 +52,8 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path: Path):
     proc.wait()
     assert not (run_dir / "final-model").exists()
 
-    subprocess.run([*_train_args(model, train, tmp_path, "killed"), "--resume"], check=True)
+    subprocess.run([*_train_args(model, train, tmp_path, "killed"), "--resume"], check=True,
+                   env=env)
     expected = load_file(str(tmp_path / "straight/final-model/model.safetensors"))
     got = load_file(str(run_dir / "final-model/model.safetensors"))
     assert expected.keys() == got.keys()

@@ -18,29 +18,12 @@ from safetensors.torch import load_file
 from calibrl.data import TaskExample, write_examples
 from calibrl.models import create_tiny_model
 from calibrl.rollout.engine import Generation
-from calibrl.tasks import register_task
 from calibrl.tasks.countdown import COUNTDOWN
 from calibrl.training.config import load_config
 from calibrl.training.trainer import Trainer
+from training.coin_task import COIN
 
-
-class CoinTask:
-    """Correct iff a stable hash of the answer text is even: random text, varied rewards."""
-
-    name = "test_coin"
-    failure_score = 0.0
-
-    def build_messages(self, ground_truth):
-        return COUNTDOWN.build_messages(ground_truth)
-
-    def verify(self, answer_text, ground_truth):
-        return sum(answer_text.encode()) % 2 == 0
-
-    def score(self, solution_str, ground_truth):
-        return float(self.verify(solution_str, ground_truth))
-
-
-register_task(CoinTask())
+CoinTask = type(COIN)
 
 
 @pytest.fixture(scope="module")

@@ -75,6 +75,17 @@ def select_score_fn(data_source: str) -> ScoreFn:
     return get_task(data_source).score
 
 
+def import_task_modules(modules: list[str]) -> None:
+    """Import user modules that register their own tasks; a missing one is a `UserError`."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise UserError(f"cannot import task module {name!r}: {err}") from None
+
+
 def _ensure_builtin_tasks() -> None:
     # Importing registers them; done lazily so `calibrl.tasks.base` has no import cycle.
     import calibrl.tasks.countdown  # noqa: F401

@@ -48,6 +48,9 @@ class DataConfig(_Section):
     max_prompt_tokens: int = Field(256, gt=0, description="Longer prompts are left-truncated "
                                    "(and counted in the logs).")
     shuffle: bool = Field(True, description="Shuffle training prompts each epoch (seeded).")
+    task_modules: list[str] = Field(default_factory=list, description="Python modules imported "
+                                    "at start-up; tasks they register with "
+                                    "calibrl.tasks.register_task can then be data sources.")
 
 
 class RolloutConfig(_Section):

@@ -29,7 +29,7 @@ from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
 from calibrl.data import load_examples
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import ROLLOUTS, RolloutSettings
-from calibrl.tasks import get_task
+from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import find_checkpoint, save_checkpoint, set_rng_state
 from calibrl.training.config import Config, dump_config
 from calibrl.training.metrics_log import MetricsLogger
@@ -73,6 +73,7 @@ class Trainer:
         # Checked before anything slow, so a bad path fails at start-up.
         self.resume_from = (find_checkpoint(cfg.checkpoint.resume, self.run_dir)
                             if cfg.checkpoint.resume else None)
+        import_task_modules(cfg.data.task_modules)
         self.examples = load_examples(cfg.data.train_path)
         for source in {ex.data_source for ex in self.examples}:
             get_task(source)  # unknown data_source: fail now, not at step 1
@@ -239,8 +240,8 @@ class Trainer:
             while self.step < cfg.optim.total_steps:
                 metrics = self.train_step()
                 bar.update(1)
-                bar.set_postfix(acc=f"{metrics.get('answer/reward_mean', 0):.2f}",
-                                conf=f"{metrics.get('confidence/reward_mean', 0):.2f}")
+                bar.set_postfix(acc=f"{metrics.get('answer/accuracy', 0):.2f}",
+                                conf=f"{metrics.get('calibration/confidence_mean', 0):.2f}")
                 if self.step % cfg.checkpoint.every == 0 or self.step == cfg.optim.total_steps:
                     self.save()
         finally:

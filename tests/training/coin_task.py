@@ -1,0 +1,26 @@
+"""A task for training tests: correct iff a stable hash of the answer is even, so even a random
+model's text gets varied rewards and its weights must move. Importing it registers the task."""
+
+from calibrl.tasks import register_task
+from calibrl.tasks.countdown import COUNTDOWN
+
+
+class CoinTask:
+    name = "test_coin"
+    failure_score = 0.0
+
+    def build_messages(self, ground_truth):
+        return COUNTDOWN.build_messages(ground_truth)
+
+    def verify(self, answer_text, ground_truth):
+        return sum(answer_text.encode()) % 2 == 0
+
+    def score(self, solution_str, ground_truth):
+        return float(self.verify(solution_str, ground_truth))
+
+
+COIN = CoinTask()
+try:
+    register_task(COIN)
+except ValueError:  # already registered by another import path in the same process
+    pass

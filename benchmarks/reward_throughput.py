@@ -24,9 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the eval-based oracle lives with the tests
 
-from reference import countdown_eval as ref  # noqa: E402
-
 from calibrl.tasks.countdown import compute_score  # noqa: E402
+from reference import countdown_eval as ref  # noqa: E402
 
 PROMPT = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
           "Using the numbers {nums}, create an equation that equals {target}.<|im_end|>\n"

@@ -5,10 +5,10 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from reference import countdown_eval as ref
 
 from calibrl.tasks.countdown import compute_score, evaluate_equation, extract_solution
 from calibrl.tasks.countdown.safe_eval import MAX_INT_BITS
+from reference import countdown_eval as ref
 
 blank = st.sampled_from(["", " ", "  ", "\t"])
 number = st.one_of(

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from reference import countdown_eval as ref
 
 from calibrl.tasks.countdown import (
     compute_score,
@@ -12,6 +11,7 @@ from calibrl.tasks.countdown import (
     validate_equation,
     verify_equation_strict,
 )
+from reference import countdown_eval as ref
 
 GT = {"target": 1562, "numbers": [1455, 1961, 2068]}
 

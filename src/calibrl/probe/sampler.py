@@ -22,7 +22,6 @@ samples; batching, the other jobs of a call and resuming leave the samples uncha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -36,6 +35,7 @@ from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.hf_engine import HFEngine, plan_chunks
 from calibrl.rollout.sampling import derive_seed, sample_tokens, uniforms
 from calibrl.rollout.stopping import StopChecker, decode
+from calibrl.utils.modes import eval_mode
 
 Results = list[list[list[Generation]]]  # [job][cut][sample]
 
@@ -108,7 +108,7 @@ class CachedSampler:
         model = self.engine.model
         # A chunk holds few jobs, so its rows read few prefixes.
         order = sorted(range(len(contexts)), key=lambda c: (contexts[c].job, -contexts[c].cut))
-        with _eval_mode(model):
+        with eval_mode(model):
             kvs: list[kv_cache.KV] = []
             for j, job in enumerate(jobs):
                 longest = max((c.cut for c in contexts if c.job == j), default=0)
@@ -226,14 +226,6 @@ def _contexts(jobs: Sequence[ProbeJob], suffix: list[int]) -> list[_Context]:
     return contexts
 
 
-@contextmanager
-def _eval_mode(model: Any):
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
 
 
 class EngineSampler:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +24,7 @@ from calibrl.rollout import kv_cache
 from calibrl.rollout.engine import Generation, SamplingParams, check_prompts
 from calibrl.rollout.sampling import sample_tokens, uniforms
 from calibrl.rollout.stopping import StopChecker, decode
+from calibrl.utils.modes import eval_mode
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class HFEngine:
         order = sorted(range(len(contexts)),
                        key=lambda c: -(contexts[c].cut + len(contexts[c].block)))
         out: list[list[Generation | None]] = [[None] * params.n for _ in contexts]
-        with _eval_mode(self.model):
+        with eval_mode(self.model):
             prefix_kv = None
             max_cut = max(c.cut for c in contexts)
             if prefix and max_cut > 0:
@@ -253,12 +253,3 @@ def _default_eos(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
-@contextmanager
-def _eval_mode(model: Any):
-    """Sample without dropout, then give the model back in the mode the trainer left it."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)

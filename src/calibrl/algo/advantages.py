@@ -145,8 +145,6 @@ def confidence_advantages(
         raise ValueError(f"rewards must be [P, G_a, G_c], got {tuple(rewards.shape)}")
     _check_level(level)
     num_prompts, g_a, g_c = rewards.shape
-    if g_c == 1 and level != "prompt" and lam != 0.0:
-        _refuse_single_confidence(level)
     device = rewards.device
     prompt_group = torch.arange(num_prompts, device=device).repeat_interleave(g_a * g_c)
     answer_group = torch.arange(num_prompts * g_a, device=device).repeat_interleave(g_c)

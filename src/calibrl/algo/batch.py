@@ -123,6 +123,22 @@ class TrainBatch:
         return TrainBatch(**out)
 
 
+def gather_logprobs(
+    pred: torch.Tensor, token_ids: torch.Tensor, temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs `[B, R]` of `token_ids [B, R]` under `softmax(pred / temperature)`, where
+    `pred [B, R, V]` holds the logits that predict each token; optionally the entropy `[B, R]` of
+    that distribution (no grad)."""
+    logp_all = torch.log_softmax(pred.float() / temperature, dim=-1)  # [B, R, V]
+    logp = logp_all.gather(-1, token_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)  # [B, R]
+    return logp, entropy
+
+
 def response_logprobs(logits: torch.Tensor, batch: TrainBatch) -> torch.Tensor:
     """Log-probs `[B, R]` of the response tokens from causal-LM logits `[B, P+R, V]`.
 
@@ -130,8 +146,8 @@ def response_logprobs(logits: torch.Tensor, batch: TrainBatch) -> torch.Tensor:
     """
     num_ctx = batch.prompt_len
     num_resp = batch.response_ids.shape[1]
-    pred = logits[:, num_ctx - 1 : num_ctx + num_resp - 1].float()  # [B, R, V]
-    return torch.log_softmax(pred, dim=-1).gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
+    pred = logits[:, num_ctx - 1 : num_ctx + num_resp - 1]  # [B, R, V]
+    return gather_logprobs(pred, batch.response_ids)[0]
 
 
 def _span_kind(tree: RolloutTree, row: Row) -> SpanKind:

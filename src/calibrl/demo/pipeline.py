@@ -16,7 +16,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +210,3 @@ def run_demo(settings: DemoSettings) -> Path:
     console.print(f"total {sum(timings.values()) / 60:.1f} min; report: {report.resolve()}")
     return report
 
-
-def with_out_dir(settings: DemoSettings, out_dir: Path) -> DemoSettings:
-    return replace(settings, out_dir=out_dir)

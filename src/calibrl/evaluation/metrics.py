@@ -184,7 +184,7 @@ def _field(record: Any, key: str, position: int) -> Any:
     return getattr(record, key)
 
 
-def parse_confidence(value: Any) -> float | None:
+def valid_confidence(value: Any) -> float | None:
     """The record's confidence if it is a real number in [0, 1], else None (unparsable).
 
     Records come from model output via a parser; anything else that slips through (NaN, 7.0,
@@ -208,7 +208,7 @@ def calibration_arrays(
     if not 0.0 <= unparsable_confidence <= 1.0:
         raise ValueError("unparsable_confidence must be within [0, 1]")
     records = list(records)
-    parsed = [parse_confidence(_field(r, "confidence", i)) for i, r in enumerate(records)]
+    parsed = [valid_confidence(_field(r, "confidence", i)) for i, r in enumerate(records)]
     parsable = np.array([c is not None for c in parsed], dtype=bool)
     conf = np.array([unparsable_confidence if c is None else c for c in parsed], dtype=np.float64)
     correct = np.array([_correct(r, i) for i, r in enumerate(records)], dtype=bool)

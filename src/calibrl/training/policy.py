@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from calibrl.algo.batch import TrainBatch
+from calibrl.algo.batch import TrainBatch, gather_logprobs
 from calibrl.errors import UserError
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -56,11 +56,4 @@ def token_logprobs(model: Any, batch: TrainBatch, temperature: float = 1.0,
     num_resp = batch.response_ids.shape[1]
     out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
                 position_ids=batch.position_ids, use_cache=False, logits_to_keep=num_resp + 1)
-    logits = out.logits[:, :-1].float() / temperature  # [B, R, V]
-    logp_all = torch.log_softmax(logits, dim=-1)  # [B, R, V]
-    logp = logp_all.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
-    entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            entropy = -(logp_all.exp() * logp_all).sum(-1)  # [B, R]
-    return logp, entropy
+    return gather_logprobs(out.logits[:, :-1], batch.response_ids, temperature, with_entropy)

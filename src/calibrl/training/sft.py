@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import shutil
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -29,6 +27,7 @@ from tqdm.auto import tqdm
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
+from calibrl.training.policy import load_policy
 from calibrl.training.sft_batch import (
     IGNORE,
     bucket_batches,
@@ -38,6 +37,7 @@ from calibrl.training.sft_batch import (
 )
 from calibrl.training.sft_config import SFTConfig
 from calibrl.training.sft_data import build_conversations, exclude_problems
+from calibrl.utils.atomic import atomic_dir
 
 LOG_FILE = "sft_log.jsonl"
 CONFIG_FILE = "sft_config.json"
@@ -86,17 +86,10 @@ def resolve_device(name: str) -> torch.device:
 
 def save_model_atomically(model, tokenizer, dest: Path) -> Path:
     """`save_pretrained` model + tokenizer into a temp folder beside `dest`, then swap it in."""
-    dest = Path(dest)
-    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-    old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if dest.exists():
-        os.replace(dest, old)
-    os.replace(tmp, dest)
-    shutil.rmtree(old, ignore_errors=True)
-    return dest
+    with atomic_dir(Path(dest)) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return Path(dest)
 
 
 def _epoch_rows(problems, config: SFTConfig, tokenizer, epoch: int):
@@ -209,12 +202,9 @@ def load_model(spec: str, seed: int):
     path = Path(spec)
     if not path.is_dir():
         raise UserError(f"model {spec!r} is neither 'tiny' nor a model folder")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    model, tokenizer = load_policy(str(path), dtype="float32")
     if getattr(tokenizer, "chat_template", None) is None:
         raise UserError(f"the tokenizer in {path} has no chat template")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     return model, tokenizer
 
 

@@ -101,7 +101,6 @@ class Trainer:
                                      self.accelerator.process_index,
                                      self.accelerator.num_processes)
         self.settings = RolloutSettings.from_config(cfg.rollout, cfg.model, cfg.data)
-        self.eos_ids = [self.tokenizer.eos_token_id]
         self.step = 0
 
     def _unwrapped(self) -> Any:
@@ -198,8 +197,7 @@ class Trainer:
         batch = build_train_batch(tree, self.tokenizer, lambda_ans=algo.lambda_ans,
                                   lambda_conf=algo.lambda_conf,
                                   confidence_level=algo.confidence_level,
-                                  normalize_std=algo.normalize_std, eps=algo.eps,
-                                  eos_ids=self.eos_ids)
+                                  normalize_std=algo.normalize_std, eps=algo.eps)
         metrics = {**rollout_stats(tree), **self._optimise(batch)}
         self.engine.update_weights(self._unwrapped())
         step_s = time.perf_counter() - start

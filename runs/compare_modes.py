@@ -1,27 +1,66 @@
-"""Recipe: RLVR vs single-turn RLCR vs two-turn RLCR from the same warmed-up tiny model.
+"""Recipe: RLVR vs single-turn RLCR vs two-turn RLCR from the same warmed-up tiny model, several seeds.
 
-Uses the data and SFT model of a finished `calibrl demo` run, trains one model per mode with the
-demo's RL settings and the same sample budget (same steps, prompts per step and answers per
-prompt; two-turn additionally samples its confidence turn), evaluates each on the held-out split
-(two_turn and rlvr models with the two-turn confidence question, the rlcr model in its own
-single-turn format), and prints the `calibrl compare` table.
+Uses the data and SFT model of a finished `calibrl demo` run and trains one model per mode and
+seed with the demo's RL settings and the same answer budget (same steps, prompts per step and
+answers per prompt; two-turn additionally samples its confidence turn). Each model is evaluated on
+the held-out split (two_turn and rlvr models with the demo's confidence question as a second turn,
+the rlcr model in its own single-turn format); the table gives mean ± sd over seeds.
 
-    .venv/bin/python runs/compare_modes.py --demo outputs/demo --out outputs/modes --steps 40
+    .venv/bin/python runs/compare_modes.py --demo outputs/demo --out outputs/modes --seeds 0 1 2
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import time
 from pathlib import Path
 
-from calibrl.demo.pipeline import RL_OVERRIDES, DemoSettings
-from calibrl.evaluation.compare import compare_runs
+from calibrl.demo.pipeline import DemoSettings
 from calibrl.evaluation.run import EvalSettings, evaluate
 from calibrl.training.config import load_config
 from calibrl.training.trainer import Trainer
 
 EVAL_MODE = {"rlvr": "two_turn", "rlcr": "rlcr", "two_turn": "two_turn"}
+METRICS = (("accuracy", "accuracy ↑"), ("ece", "ECE ↓"), ("brier", "Brier ↓"),
+           ("auroc", "AUROC ↑"), ("aurc", "AURC ↓"))
+
+
+def train_and_evaluate(demo: DemoSettings, args: argparse.Namespace, mode: str,
+                       seed: int) -> dict:
+    data, run = args.demo / "data", f"{mode}-seed{seed}"
+    cfg = load_config(None, [*demo.rl_overrides, f"algorithm.mode={mode}", f"seed={seed}",
+                             f"model.path={args.demo / 'sft/model'}",
+                             f"data.train_path={data / 'rl.parquet'}",
+                             f"optim.total_steps={args.steps}",
+                             f"logging.output_dir={args.out}", f"logging.run_name={run}"])
+    final = Trainer(cfg).train()
+    settings = EvalSettings(mode=EVAL_MODE[mode], samples=demo.eval_samples,
+                            temperature=demo.eval_temperature,
+                            max_answer_tokens=demo.eval_max_answer_tokens,
+                            max_confidence_tokens=demo.eval_max_confidence_tokens,
+                            max_examples=demo.eval_examples, seed=seed,
+                            confidence_question=demo.confidence_question)
+    return evaluate(final, data / "test.parquet", args.out / f"eval-{run}", settings, name=run)
+
+
+def _cell(values: list[float | None]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "–"
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.3f} ± {sd:.3f}"
+
+
+def table(results: dict[str, list[dict]]) -> str:
+    """Markdown: one row per mode, mean ± sd (sample sd) over seeds of each metric."""
+    lines = ["| mode | seeds | " + " | ".join(label for _, label in METRICS) + " |",
+             "|---|---:|" + "---:|" * len(METRICS)]
+    for mode, runs in results.items():
+        cells = [_cell([r.get(key) for r in runs]) for key, _ in METRICS]
+        lines.append(f"| {mode} | {len(runs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
@@ -30,30 +69,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("outputs/modes"))
     parser.add_argument("--steps", type=int, default=DemoSettings().rl_steps)
     parser.add_argument("--modes", nargs="+", default=["rlvr", "rlcr", "two_turn"])
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     args = parser.parse_args()
     demo = DemoSettings()
-    sft_model, data = args.demo / "sft/model", args.demo / "data"
-    runs = []
-    for mode in args.modes:
-        start = time.perf_counter()
-        cfg = load_config(None, [*RL_OVERRIDES, f"algorithm.mode={mode}", f"seed={args.seed}",
-                                 f"model.path={sft_model}",
-                                 f"data.train_path={data / 'train.parquet'}",
-                                 f"optim.total_steps={args.steps}",
-                                 f"logging.output_dir={args.out}", f"logging.run_name={mode}"])
-        final = Trainer(cfg).train()
-        settings = EvalSettings(mode=EVAL_MODE[mode], samples=demo.eval_samples,
-                                temperature=demo.eval_temperature,
-                                max_answer_tokens=demo.eval_max_answer_tokens,
-                                max_confidence_tokens=demo.eval_max_confidence_tokens,
-                                max_examples=demo.eval_examples, seed=args.seed)
-        evaluate(final, data / "test.parquet", args.out / f"eval-{mode}", settings, name=mode)
-        runs.append(args.out / f"eval-{mode}")
-        print(f"{mode}: {time.perf_counter() - start:.0f} s")
-    table = compare_runs(runs, plot_path=args.out / "reliability_modes.png")
-    (args.out / "compare.md").write_text(table)
-    print(table)
+    results: dict[str, list[dict]] = {mode: [] for mode in args.modes}
+    for seed in args.seeds:
+        for mode in args.modes:
+            start = time.perf_counter()
+            results[mode].append(train_and_evaluate(demo, args, mode, seed))
+            print(f"{mode} seed {seed}: {time.perf_counter() - start:.0f} s", flush=True)
+    text = table(results)
+    (args.out / "compare.md").write_text(text)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    print(text)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,19 @@ def test_generate_writes_both_splits(tmp_path, capsys):
     assert (out / "train.parquet").read_bytes() == first
 
 
+def test_size_weights_and_compact_prompt(tmp_path, capsys):
+    out = tmp_path / "cd"
+    argv = ["data", "countdown", "--n", "60", "--numbers", "2..3", "--size-weights", "0,1",
+            "--max-number", "20", "--prompt-style", "compact", "--out", str(out)]
+    assert run(argv) == 0
+    rows = load_examples(out / "train.parquet") + load_examples(out / "test.parquet")
+    assert {len(e.ground_truth["numbers"]) for e in rows} == {3}
+    first = rows[0]
+    nums = " ".join(str(n) for n in first.ground_truth["numbers"])
+    assert first.messages == [{"role": "user", "content": f"Numbers: {nums}. Target: "
+                                                          f"{first.ground_truth['target']}."}]
+
+
 def test_default_test_fraction(tmp_path, capsys):
     assert run(["data", "countdown", "--n", "10", "--out", str(tmp_path)]) == 0
     assert "(9 rows)" in capsys.readouterr().out
@@ -92,6 +105,9 @@ def test_convert_from_file(tmp_path, capsys):
             "more than the 15 distinct",
         ),
         (["--n", "10", "--test-size", "2", "--test-fraction", "0.1"], "not both"),
+        (["--n", "10", "--numbers", "2..4", "--size-weights", "1,x,1"], "comma-separated"),
+        (["--n", "10", "--numbers", "2..4", "--size-weights", "1,1"], "one size weight per"),
+        (["--n", "10", "--numbers", "2..3", "--size-weights", "1,-1"], "must be finite"),
         (["--n", "10", "--test-fraction", "2"], "test fraction must be in"),
         ([], "--n is required"),
         (["--from", "x.jsonl", "--seed", "3"], "--seed only apply when generating"),

@@ -6,16 +6,26 @@ import json
 
 import pytest
 
+from calibrl.cli.main import main
 from calibrl.errors import UserError
-from calibrl.evaluation.compare import compare_runs, plot_compare
-from calibrl.evaluation.metrics import EvalRecord, reliability_bins, summarize
+from calibrl.evaluation.compare import compare_runs, plot_compare, plot_risk_coverage_compare
+from calibrl.evaluation.metrics import (
+    EvalRecord,
+    reliability_bins,
+    risk_coverage,
+    summarize,
+    summarize_by_group,
+)
 from calibrl.evaluation.report import (
     BINS_FILE,
     HISTOGRAM_PLOT,
     METRICS_FILE,
     RELIABILITY_PLOT,
+    RISK_COVERAGE_FILE,
+    RISK_COVERAGE_PLOT,
     load_bins,
     load_metrics,
+    load_risk_coverage,
     save_bins,
     save_metrics,
     write_evaluation,
@@ -43,10 +53,15 @@ def two_runs(tmp_path):
 
 def test_write_evaluation_files(two_runs):
     rlcr, rlvr = two_runs
-    for name in (METRICS_FILE, BINS_FILE, RELIABILITY_PLOT, HISTOGRAM_PLOT):
+    for name in (METRICS_FILE, BINS_FILE, RELIABILITY_PLOT, HISTOGRAM_PLOT, RISK_COVERAGE_FILE,
+                 RISK_COVERAGE_PLOT):
         assert (rlcr / name).stat().st_size > 0
-    assert not (rlvr / RELIABILITY_PLOT).exists()
-    assert load_bins(rlvr) == []
+    assert not (rlvr / RELIABILITY_PLOT).exists() and not (rlvr / RISK_COVERAGE_PLOT).exists()
+    assert load_bins(rlvr) == [] and load_risk_coverage(rlvr) is None
+    # Unparsable confidence scored 0: [.9, 0, .2, .6] vs [1, 0, 0, 1].
+    coverage, risk, _ = risk_coverage([0.9, 0.0, 0.2, 0.6], [1, 0, 0, 1])
+    assert load_risk_coverage(rlcr) == (coverage.tolist(), risk.tolist())
+    assert "by_group" not in json.loads((rlcr / METRICS_FILE).read_text())
     assert load_metrics(rlcr) == {"name": "rlcr-2turn", "mode": "two_turn",
                                   **summarize(RLCR_RECORDS)}
 
@@ -62,11 +77,13 @@ def test_table_contains_the_numbers(two_runs):
     table = compare_runs([rlcr, rlvr])
     lines = table.strip().splitlines()
     assert len(lines) == 4 and lines[1].startswith("|---|---|---:")
-    # Hand-computed in test_eval_metrics: ECE .175, Brier .0525, AUROC 1, mean conf .425.
-    assert lines[2].startswith("| rlcr-2turn | two_turn | 4 | 0.5000 | 0.1750 | 0.0525 | 1.0000 |")
+    # Hand-computed in test_eval_metrics: ECE .175, Brier .0525, AUROC 1, AURC 5/24,
+    # mean conf .425.
+    assert lines[2].startswith("| rlcr-2turn | two_turn | 4 | 0.5000 | 0.1750 | 0.0525 | 1.0000 "
+                               "| 0.2083 |")
     assert "| 0.4250 | 0.2500 | 0.2500 | 25.0 | 5.0 |" in lines[2]
-    assert lines[3] == ("| rlvr | rlvr | 3 | 0.6667 | n/a | n/a | n/a | n/a | n/a | 0.0000 "
-                        "| 12.0 | n/a |")
+    assert lines[3] == ("| rlvr | rlvr | 3 | 0.6667 | n/a | n/a | n/a | n/a | n/a | n/a "
+                        "| 0.0000 | 12.0 | n/a |")
 
 
 def test_compare_plot(two_runs, tmp_path):
@@ -75,6 +92,87 @@ def test_compare_plot(two_runs, tmp_path):
     compare_runs([rlcr, rlvr, rlcr], plot_path=out)  # duplicate name still plotted
     assert out.read_bytes().startswith(b"\x89PNG")
     assert plot_compare([rlvr], tmp_path / "none.png") is None
+
+
+def test_compare_risk_coverage_plot(two_runs, tmp_path):
+    rlcr, rlvr = two_runs
+    out = tmp_path / "rc.png"
+    compare_runs([rlcr, rlvr, rlcr], risk_coverage_path=out)
+    assert out.read_bytes().startswith(b"\x89PNG")
+    assert plot_risk_coverage_compare([rlvr], tmp_path / "none.png") is None
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_compare_cli_writes_both_plots(two_runs, tmp_path, capsys):
+    rel, rc = tmp_path / "rel.png", tmp_path / "rc.png"
+    main(["compare", *map(str, two_runs), "--plot", str(rel), "--risk-coverage-plot", str(rc)])
+    assert "| rlcr-2turn | two_turn |" in capsys.readouterr().out
+    assert rel.stat().st_size > 0 and rc.stat().st_size > 0
+
+
+GROUPED = [
+    EvalRecord(True, 0.9, True, 10, 4, group="10 numbers"),
+    EvalRecord(False, 0.8, True, 10, 4, group="3 numbers"),
+    EvalRecord(True, 0.7, True, 10, 4, group="3 numbers"),
+    EvalRecord(False, 0.1, True, 10, 4, group="2 numbers"),
+    EvalRecord(True, 0.6, True, 10, 4, group="2 numbers"),
+]
+
+
+def test_by_group_in_metrics_json_and_tables(two_runs, tmp_path):
+    saved = write_evaluation(tmp_path / "g", GROUPED, name="g", mode="two_turn",
+                             with_confidence=True)
+    data = json.loads((tmp_path / "g" / METRICS_FILE).read_text())
+    assert data == saved
+    assert list(data["by_group"]) == ["2 numbers", "3 numbers", "10 numbers"]
+    assert data["by_group"] == summarize_by_group(GROUPED)
+    assert {k: v for k, v in data.items() if k not in ("name", "mode", "by_group")} \
+        == summarize(GROUPED)
+    out = compare_runs([two_runs[0], tmp_path / "g"])
+    main, groups = out.split("\n\n")
+    assert len(main.strip().splitlines()) == 4
+    lines = groups.strip().splitlines()
+    assert lines[0] == "| run | group | n | accuracy ↑ | ECE ↓ | Brier ↓ | AUROC ↑ | AURC ↓ |"
+    assert [line.split(" | ")[1] for line in lines[2:]] == ["2 numbers", "3 numbers",
+                                                             "10 numbers"]
+    # "2 numbers": conf .6 right, .1 wrong -> ECE (.4 + .1) / 2, Brier (.16 + .01) / 2, AUROC 1,
+    # AURC (0 + 1/2) / 2.
+    assert lines[2] == "| g | 2 numbers | 2 | 0.5000 | 0.2500 | 0.0850 | 1.0000 | 0.2500 |"
+    assert lines[4].endswith("| 1 | 1.0000 | 0.1000 | 0.0100 | n/a | 0.0000 |")
+    assert compare_runs(list(two_runs)).count("| group |") == 0
+
+
+def test_metrics_json_from_before_aurc_still_loads(tmp_path):
+    old = {k: v for k, v in summarize(RLCR_RECORDS).items() if k != "aurc"}
+    _write(tmp_path / METRICS_FILE, json.dumps({"name": "old", "mode": "two_turn", **old}))
+    assert load_metrics(tmp_path)["aurc"] is None
+    assert "| 1.0000 | n/a | 0.4250 |" in compare_runs([tmp_path])
+
+
+def test_malformed_by_group(tmp_path):
+    base = {"name": "x", "mode": "two_turn", **summarize(RLCR_RECORDS)}
+    _write(tmp_path / METRICS_FILE, json.dumps({**base, "by_group": {"a": {"count": 1}}}))
+    with pytest.raises(UserError, match="group 'a': missing 'accuracy'"):
+        load_metrics(tmp_path)
+    _write(tmp_path / METRICS_FILE, json.dumps({**base, "by_group": [1]}))
+    with pytest.raises(UserError, match="'by_group' must be an object"):
+        load_metrics(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "curve, message",
+    [
+        ('{"coverage": [1.0]}', "expected an object"),
+        ('{"coverage": [1.0], "risk": [], "thresholds": []}', "differ in length"),
+        ('{"coverage": [0.5, 0.5], "risk": [0, 0], "thresholds": [1, 0]}', "increase to 1"),
+        ('{"coverage": [1.0], "risk": [2], "thresholds": [0.5]}', "in \\[0, 1\\]"),
+    ],
+)
+def test_malformed_risk_coverage(tmp_path, curve, message):
+    _write(tmp_path / RISK_COVERAGE_FILE, curve)
+    with pytest.raises(UserError, match=message) as err:
+        load_risk_coverage(tmp_path)
+    assert str(tmp_path / RISK_COVERAGE_FILE) in str(err.value)
 
 
 def test_name_with_pipe_is_escaped(tmp_path):

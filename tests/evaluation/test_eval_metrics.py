@@ -9,14 +9,21 @@ import pytest
 
 from calibrl.evaluation.metrics import (
     METRIC_KEYS,
+    NO_GROUP,
     EvalRecord,
+    aurc,
     auroc,
     bin_index,
     brier_score,
     calibration_arrays,
+    e_aurc,
     expected_calibration_error,
+    natural_key,
+    optimal_aurc,
     reliability_bins,
+    risk_coverage,
     summarize,
+    summarize_by_group,
 )
 
 # Worked example used below. 10 bins, right-closed:
@@ -146,6 +153,7 @@ def test_auroc_matches_pairwise_loop(seed):
 #   Brier = (.01 + 0 + .04 + .16) / 4 = .0525
 #   ECE: bins 8 (gap .1), 0 (gap 0), 1 (gap .2), 5 (gap .4), each share 1/4 -> .175
 #   AUROC: both correct (.9, .6) above both wrong (0, .2) -> 1
+#   AURC: order .9 .6 .2 0 -> risks 0, 0, 1/3, 1/2 -> (5/6) / 4 = 5/24
 RECORDS = [
     EvalRecord(correct=True, confidence=0.9, format_ok=True, answer_len=10, conf_len=4),
     EvalRecord(correct=False, confidence=None, format_ok=True, answer_len=20, conf_len=6),
@@ -165,6 +173,7 @@ def test_summarize_hand_computed():
     assert m["brier"] == pytest.approx(0.0525)
     assert m["ece"] == pytest.approx(0.175)
     assert m["auroc"] == 1.0
+    assert m["aurc"] == pytest.approx(5 / 24)
     assert m["mean_answer_len"] == 25.0 and m["mean_conf_len"] == 5.0
 
 
@@ -178,7 +187,7 @@ def test_summarize_without_confidence_reports_none_for_calibration():
                for c in (True, False, True)]
     m = summarize(records, with_confidence=False)
     assert m["accuracy"] == pytest.approx(2 / 3)
-    for key in ("ece", "brier", "auroc", "mean_confidence", "unparsable_confidence_rate",
+    for key in ("ece", "brier", "auroc", "aurc", "mean_confidence", "unparsable_confidence_rate",
                 "mean_conf_len"):
         assert m[key] is None
 
@@ -207,3 +216,130 @@ def test_summarize_errors():
         summarize([])
     with pytest.raises(ValueError, match="record 0 has no 'format_ok'"):
         summarize([dict(correct=True, confidence=0.5, answer_len=1, conf_len=1)])
+
+
+# Risk-coverage and AURC. Hand-worked cases:
+#   all correct: every risk 0 -> AURC 0;  all wrong: every risk 1 -> AURC 1.
+#   half right, perfectly ranked, conf [.9, .8, .3, .2], correct [1, 1, 0, 0]:
+#     top-i risks 0, 0, 1/3, 2/4 -> AURC = (1/3 + 1/2) / 4 = 5/24 (also the optimum for n=2, N=4)
+#   one tie group, conf [.5] * 4, correct [1, 0, 1, 0]: every answer gets the group's risk 1/2
+#     -> AURC 1/2 (an order-dependent version would give (0 + 1/2 + 1/3 + 1/2) / 4 = 1/3).
+#   ties inside: conf [.9, .5, .5, .1], correct [1, 0, 1, 0]: groups {.9}: risk 0;
+#     {.5, .5}: 1 error in 3 -> 1/3 for both; {.1}: 2/4 -> AURC = (0 + 2/3 + 1/2) / 4 = 7/24.
+def test_risk_coverage_hand_computed():
+    coverage, risk, thresholds = risk_coverage([0.9, 0.5, 0.5, 0.1], [1, 0, 1, 0])
+    assert coverage.tolist() == [0.25, 0.75, 1.0]
+    assert risk.tolist() == pytest.approx([0.0, 1 / 3, 0.5])
+    assert thresholds.tolist() == [0.9, 0.5, 0.1]
+
+
+@pytest.mark.parametrize(
+    "conf, correct, expected",
+    [
+        ([0.3, 0.9, 0.9], [1, 1, 1], 0.0),
+        ([0.0, 0.5, 1.0], [0, 0, 0], 1.0),
+        ([0.9, 0.8, 0.3, 0.2], [1, 1, 0, 0], 5 / 24),
+        ([0.2, 0.3, 0.8, 0.9], [1, 1, 0, 0], (1 + 1 + 2 / 3 + 1 / 2) / 4),  # reversed ranking
+        ([0.5] * 4, [1, 0, 1, 0], 0.5),
+        ([0.9, 0.5, 0.5, 0.1], [1, 0, 1, 0], 7 / 24),
+    ],
+)
+def test_aurc_hand_computed(conf, correct, expected):
+    assert aurc(conf, correct) == pytest.approx(expected, abs=1e-12)
+
+
+def test_aurc_ignores_input_order_among_ties():
+    assert aurc([0.5, 0.5, 0.5, 0.5], [0, 1, 0, 1]) == aurc([0.5] * 4, [1, 1, 0, 0])
+
+
+def _slow_aurc(conf, correct):
+    """Mean over positions of the top-i risk, a tie group sharing the risk at its last member."""
+    order = sorted(range(len(conf)), key=lambda k: -conf[k])
+    total = 0.0
+    for i in range(1, len(conf) + 1):
+        last = i
+        while last < len(conf) and conf[order[last]] == conf[order[i - 1]]:
+            last += 1
+        errors = sum(1 for k in order[:last] if not correct[k])
+        total += errors / last
+    return total / len(conf)
+
+
+def _slow_risk_coverage(conf, correct):
+    points = []
+    for t in sorted(set(conf), reverse=True):
+        answered = [k for k in range(len(conf)) if conf[k] >= t]
+        wrong = sum(1 for k in answered if not correct[k])
+        points.append((len(answered) / len(conf), wrong / len(answered), t))
+    return points
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_aurc_and_curve_match_slow_loops(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 150))
+    conf = (rng.integers(0, 11, n) / 10).tolist()  # a grid of 11 values: many ties
+    correct = (rng.random(n) < rng.random()).tolist()
+    assert aurc(conf, correct) == pytest.approx(_slow_aurc(conf, correct), abs=1e-12)
+    coverage, risk, thresholds = risk_coverage(conf, correct)
+    slow = _slow_risk_coverage(conf, correct)
+    assert np.allclose(np.column_stack([coverage, risk, thresholds]), slow, atol=1e-12)
+
+
+def test_optimal_aurc():
+    # The hand case above is ranked perfectly: AURC = optimum = 5/24, excess 0.
+    assert optimal_aurc([1, 1, 0, 0]) == pytest.approx(5 / 24)
+    assert e_aurc([0.9, 0.8, 0.3, 0.2], [1, 1, 0, 0]) == pytest.approx(0.0, abs=1e-12)
+    assert optimal_aurc([1, 1]) == 0.0 and optimal_aurc([0, 0]) == 1.0
+    # Large N: the discrete optimum approaches (1 - acc) + acc * ln(acc).
+    for acc in (0.2, 0.5, 0.9):
+        correct = np.arange(100_000) < acc * 100_000
+        assert optimal_aurc(correct) == pytest.approx((1 - acc) + acc * math.log(acc), abs=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_excess_aurc_is_never_negative(seed):
+    rng = np.random.default_rng(seed)
+    conf = rng.integers(0, 11, 80) / 10
+    correct = rng.random(80) < 0.6
+    assert e_aurc(conf, correct) >= -1e-12
+    # Perfect ranking without ties attains the optimum exactly.
+    perfect = np.where(correct, 0.5, 0.0) + rng.permutation(80) / 200
+    assert e_aurc(perfect, correct) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_natural_key_orders_numbers_by_value():
+    labels = ["10 numbers", "coin", "3 numbers", "2 numbers"]
+    assert sorted(labels, key=natural_key) == ["2 numbers", "3 numbers", "10 numbers", "coin"]
+
+
+def _grouped_records(seed):
+    rng = np.random.default_rng(seed)
+    labels = ["10 numbers", "3 numbers", "2 numbers", None]
+    return [dict(correct=bool(rng.random() < 0.5),
+                 confidence=None if rng.random() < 0.1 else float(rng.integers(0, 11) / 10),
+                 format_ok=bool(rng.random() < 0.9), answer_len=int(rng.integers(1, 50)),
+                 conf_len=int(rng.integers(1, 9)), group=labels[int(rng.integers(0, 4))])
+            for _ in range(120)]
+
+
+@pytest.mark.parametrize("with_confidence", [True, False])
+def test_summarize_by_group_is_summarize_of_each_subset(with_confidence):
+    records = _grouped_records(0)
+    by_group = summarize_by_group(records, with_confidence=with_confidence, n_bins=5)
+    assert list(by_group) == ["2 numbers", "3 numbers", "10 numbers", NO_GROUP]
+    for label, metrics in by_group.items():
+        subset = [r for r in records if (r["group"] or NO_GROUP) == label]
+        assert metrics == summarize(subset, with_confidence=with_confidence, n_bins=5)
+    assert sum(m["count"] for m in by_group.values()) == len(records)
+
+
+def test_summarize_by_group_of_eval_records():
+    records = [EvalRecord(True, 0.9, True, 3, 1, group="3 numbers"),
+               EvalRecord(False, 0.2, True, 3, 1, group="3 numbers"),
+               EvalRecord(True, 0.6, True, 3, 1)]
+    by_group = summarize_by_group(records)
+    assert by_group["3 numbers"]["count"] == 2 and by_group[NO_GROUP]["count"] == 1
+    assert by_group["3 numbers"]["auroc"] == 1.0
+    with pytest.raises(ValueError, match="no examples to evaluate"):
+        summarize_by_group([])

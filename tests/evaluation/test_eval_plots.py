@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from calibrl.evaluation.metrics import reliability_bins
+from calibrl.evaluation.metrics import reliability_bins, risk_coverage
 from calibrl.evaluation.plots import (
     plot_confidence_histogram,
     plot_reliability,
     plot_reliability_overlay,
+    plot_risk_coverage,
 )
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -39,6 +40,14 @@ def test_histogram_png(tmp_path):
     _assert_png(plot_confidence_histogram(CONF, CORRECT, tmp_path / "hist.png", n_bins=5))
 
 
+def test_risk_coverage_png(tmp_path):
+    curves = {
+        "rlcr": risk_coverage(CONF, CORRECT)[:2],
+        "constant": risk_coverage([1.0] * 4, [True, False, False, True])[:2],  # one point
+    }
+    _assert_png(plot_risk_coverage(curves, tmp_path / "rc.png"))
+
+
 def test_nothing_to_plot(tmp_path):
     empty = reliability_bins([0.5], [True])
     empty = [b.__class__(b.lower, b.upper, 0, None, None) for b in empty]
@@ -46,6 +55,8 @@ def test_nothing_to_plot(tmp_path):
         plot_reliability(empty, tmp_path / "x.png")
     with pytest.raises(ValueError, match="no runs"):
         plot_reliability_overlay({}, tmp_path / "x.png")
+    with pytest.raises(ValueError, match="no runs"):
+        plot_risk_coverage({}, tmp_path / "x.png")
     with pytest.raises(ValueError, match="no examples to evaluate"):
         plot_confidence_histogram([], [], tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()

@@ -16,7 +16,8 @@ from calibrl.tasks.countdown import COUNTDOWN
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval")
     model = create_tiny_model(root / "model", hidden_size=32, num_layers=1, num_heads=2)
-    gts = [{"target": 3 + i, "numbers": [1, 2, i]} for i in range(5)]
+    # Two and three numbers alternate, so predictions fall into two difficulty groups.
+    gts = [{"target": 3 + i, "numbers": [1, 2, i][: 2 + i % 2]} for i in range(5)]
     data = write_examples(root / "test.parquet", [
         TaskExample("countdown", COUNTDOWN.build_messages(gt), gt, i, "test")
         for i, gt in enumerate(gts)])
@@ -38,6 +39,21 @@ def test_eval_writes_predictions_and_metrics(setup, mode):
     assert saved["mode"] == mode and saved["accuracy"] == metrics["accuracy"]
     assert (saved["ece"] is None) == (mode == "rlvr")
     assert ((out / "reliability.png").exists()) == (mode != "rlvr")
+    assert ((out / "risk_coverage.png").exists()) == (mode != "rlvr")
+    assert all(r["group"] == f"{2 + r['index'] % 2} numbers" for r in rows)
+    assert list(saved["by_group"]) == ["2 numbers", "3 numbers"]
+    assert saved["by_group"]["2 numbers"]["count"] == 6
+    assert (saved["aurc"] is None) == (mode == "rlvr")
+
+
+def test_eval_cli_prints_group_table(setup, capsys):
+    root, model, data = setup
+    out = root / "out-cli"
+    main(["eval", "--model", str(model), "--data", str(data), "--out", str(out),
+          "--max-answer-tokens", "4", "--max-confidence-tokens", "3"])
+    printed = capsys.readouterr().out
+    assert "| AURC ↓ |" in printed and "| run | group |" in printed
+    assert "| out-cli | 3 numbers | 2 |" in printed
 
 
 def test_eval_settings_errors():

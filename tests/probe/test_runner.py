@@ -35,6 +35,8 @@ def test_always_right_gives_confidence_one_everywhere(tmp_path, tokenizer, examp
     assert summary["same_answer_aoc"] == 0.0
     assert summary["decided"]["counts"]["0"] == len(examples)
     assert summary["decided"]["share_at_start"] == 1.0 and summary["final_accuracy"] == 1.0
+    assert summary["solved_traces"] == len(examples)
+    assert summary["decided_before_end_share"] == 1.0
     for name in (CONFIG_FILE, SUMMARY_FILE, "curves.png", "decided.png"):
         assert (tmp_path / "out" / name).is_file()
 
@@ -49,6 +51,23 @@ def test_answer_after_the_last_step_gives_zero_before_it(tmp_path, tokenizer, ex
     assert summary["confidence"]["mean"] == [0.0] * 10 + [1.0]
     assert summary["same_answer_aoc"] == pytest.approx(0.95)
     assert summary["decided"]["median"] == "1"
+    assert summary["confidence_first"]["mean"] == 0.0 and summary["confidence_last"]["mean"] == 1.0
+    assert summary["solved_traces"] == len(examples)
+    assert summary["decided_before_end_count"] == 0 and summary["decided_before_end_share"] == 0.0
+
+
+def wrong_trace(numbers, target):
+    """A chain whose own final answer is wrong (its sum plus one never hits these targets)."""
+    return "<think>\nadd them\n</think>\n<answer>" + "+".join(map(str, numbers)) + "+1</answer>"
+
+
+def test_solved_traces_come_from_the_traces_own_answer(tmp_path, tokenizer, examples):
+    engine = ScriptedEngine(tokenizer, always_right, trace=wrong_trace)
+    summary = run_probe(EngineSampler(engine), tokenizer, examples, CONFIG, tmp_path / "w",
+                        trace_engine=engine, progress=False)
+    assert summary["confidence_last"]["mean"] == 1.0  # the probe's samples are all right ...
+    assert summary["solved_traces"] == 0  # ... but no trace's own answer is
+    assert summary["decided_before_end_share"] is None
 
 
 def test_step_points_sit_on_line_boundaries(tmp_path, tokenizer, examples):

@@ -101,3 +101,32 @@ def test_gives_up_when_the_solvable_space_runs_out():
         generate_countdown(
             6, num_numbers=(1, 1), max_number=5, target_range=(1, 10), max_tries_per_row=500
         )
+
+
+def test_size_weights_set_the_mix_of_sizes():
+    train, test = generate_countdown(400, num_numbers=(2, 4), max_number=20, seed=0,
+                                     test_size=400, size_weights=(1, 0, 3))
+    sizes = [len(inst.numbers) for inst in test]
+    assert 3 not in sizes
+    assert 0.65 < sizes.count(4) / len(sizes) < 0.85  # expected 0.75; binomial sd 0.02
+    assert train == []
+
+
+def test_a_used_up_size_is_dropped_and_the_rest_follow_the_weights():
+    # 1 number from 1..5 with targets 1..10: only 5 solvable instances exist
+    train, test = generate_countdown(40, num_numbers=(1, 2), max_number=5, target_range=(1, 10),
+                                     seed=0, test_size=4, size_weights=(1, 1),
+                                     max_tries_per_row=500)
+    ones = [inst for inst in train + test if len(inst.numbers) == 1]
+    assert len(ones) == 5 and len(train) + len(test) == 40
+    assert all(inst.target == inst.numbers[0] for inst in ones)
+
+
+@pytest.mark.parametrize("weights, message", [
+    ((1, 1), "one size weight per size"),
+    ((0, 0, 0), "not all 0"),
+    ((1, float("nan"), 1), "must be finite"),
+])
+def test_bad_size_weights(weights, message):
+    with pytest.raises(UserError, match=message):
+        generate_countdown(10, num_numbers=(2, 4), size_weights=weights)

@@ -18,6 +18,9 @@ class CoinTask:
     def score(self, solution_str, ground_truth):
         return float(self.verify(solution_str, ground_truth))
 
+    def difficulty(self, ground_truth):
+        return "coin"
+
 
 COIN = CoinTask()
 try:

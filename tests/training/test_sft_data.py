@@ -94,6 +94,13 @@ def test_each_kind_has_its_format_and_the_prompts_of_its_mode():
     assert set(seen) == {"answer", "confidence", "rlcr"}
 
 
+def test_confidence_conversations_ask_the_given_question():
+    mix = SFTMix(answer=0, confidence=1, rlcr=0)
+    convs = build_conversations(problems(), mix, random.Random(0), question="How sure?")
+    assert convs and all(c.messages[-2] == {"role": "user", "content": "How sure?"}
+                         for c in convs)
+
+
 def test_confidence_targets_carry_no_information_about_correctness():
     mix = SFTMix(answer=0, confidence=1, rlcr=0, wrong_share=0.5)
     convs = [c for seed in range(30) for c in build_conversations(problems(), mix,

@@ -17,6 +17,14 @@ def _fmt(bounds: tuple[int, int]) -> str:
     return f"{bounds[0]}..{bounds[1]}"
 
 
+def parse_weights(text: str, option: str) -> tuple[float, ...]:
+    """`"1,2,1"` -> (1.0, 2.0, 1.0); anything else is a `UserError` naming `option`."""
+    try:
+        return tuple(float(part) for part in text.split(","))
+    except ValueError:
+        raise UserError(f"{option} expects comma-separated numbers, got {text!r}") from None
+
+
 def parse_range(text: str, option: str) -> tuple[int, int]:
     """`"3..4"` -> (3, 4) and `"4"` -> (4, 4); anything else is a `UserError` naming `option`."""
     parts = text.split("..")
@@ -42,6 +50,15 @@ def countdown(
         typer.Option(
             "--numbers",
             help=f"Numbers per instance, LO..HI (default {_fmt(gen.DEFAULT_NUM_NUMBERS)}).",
+        ),
+    ] = None,
+    size_weights: Annotated[
+        str | None,
+        typer.Option(
+            "--size-weights",
+            help="Relative share of each size in --numbers, e.g. 1,2,1 for 2..4 (default: "
+            "uniform). A size whose solvable problems run out is dropped from the rest of "
+            "the data, so the test split keeps the mix.",
         ),
     ] = None,
     max_number: Annotated[
@@ -84,8 +101,9 @@ def countdown(
     ] = True,
     prompt_style: Annotated[
         str,
-        typer.Option("--prompt-style", help="'tinyzero' (system prompt + TinyZero's question) "
-                     "or 'short' (a compact question for small models)."),
+        typer.Option("--prompt-style", help="'tinyzero' (system prompt + TinyZero's question), "
+                     "'short' (a compact question for small models) or 'compact' (just the "
+                     "numbers and the target, for a tiny model trained from scratch)."),
     ] = "tinyzero",
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
@@ -94,10 +112,11 @@ def countdown(
 
     if prompt_style not in PROMPT_STYLES:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
-                        f"{' or '.join(PROMPT_STYLES)}")
+                        f"{', '.join(PROMPT_STYLES)}")
 
     generation = {
         "--numbers": numbers,
+        "--size-weights": size_weights,
         "--max-number": max_number,
         "--targets": targets,
         "--seed": seed,
@@ -120,6 +139,8 @@ def countdown(
         options = {}
         if numbers is not None:
             options["num_numbers"] = parse_range(numbers, "--numbers")
+        if size_weights is not None:
+            options["size_weights"] = parse_weights(size_weights, "--size-weights")
         if targets is not None:
             options["target_range"] = parse_range(targets, "--targets")
         if max_number is not None:

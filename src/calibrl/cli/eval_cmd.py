@@ -19,9 +19,12 @@ def evaluate(
     max_confidence_tokens: int = typer.Option(48, help="Max new tokens of a confidence turn."),
     seed: int = typer.Option(0, help="Sampling seed."),
     name: str = typer.Option(None, help="Run name in tables (default: the output folder)."),
+    confidence_question: str = typer.Option(
+        None, help="Turn-2 question (two_turn); default: the one calibrl's SFT and RL ask "
+        "unless configured otherwise. Ask what the model was trained with."),
 ) -> None:
-    """Generate, verify and score calibration: accuracy, ECE, Brier, AUROC and figures."""
-    from calibrl.evaluation.compare import metrics_table
+    """Generate, verify and score calibration: accuracy, ECE, Brier, AUROC, AURC and figures."""
+    from calibrl.evaluation.compare import group_table, metrics_table
     from calibrl.evaluation.run import EvalSettings
     from calibrl.evaluation.run import evaluate as run
 
@@ -32,17 +35,26 @@ def evaluate(
     settings = EvalSettings(mode=mode, samples=samples, temperature=temperature,
                             max_answer_tokens=max_answer_tokens,
                             max_confidence_tokens=max_confidence_tokens,
-                            max_examples=max_examples, seed=seed)
+                            max_examples=max_examples, seed=seed,
+                            **({"confidence_question": confidence_question}
+                               if confidence_question else {}))
     metrics = run(model, data, out, settings, name=name)
-    typer.echo(metrics_table([{**metrics, "name": name or out.name, "mode": mode}]))
+    row = {**metrics, "name": name or out.name, "mode": mode}
+    typer.echo(metrics_table([row]))
+    by_group = group_table([row])
+    if by_group is not None:
+        typer.echo(by_group)
     typer.echo(f"wrote {out.resolve()}")
 
 
 def compare(
     runs: list[Path] = typer.Argument(..., help="Evaluated run directories (with metrics.json)."),
     plot: Path = typer.Option(None, help="Also write an overlaid reliability diagram here."),
+    risk_coverage_plot: Path = typer.Option(
+        None, "--risk-coverage-plot", help="Also write overlaid risk-coverage curves here."),
 ) -> None:
-    """A markdown table of several evaluated runs (and overlaid reliability diagrams)."""
+    """Markdown tables of several evaluated runs (overall and per difficulty group), and
+    optionally overlaid reliability diagrams and risk-coverage curves."""
     from calibrl.evaluation.compare import compare_runs
 
-    typer.echo(compare_runs(runs, plot_path=plot))
+    typer.echo(compare_runs(runs, plot_path=plot, risk_coverage_path=risk_coverage_plot))

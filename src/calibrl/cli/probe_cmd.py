@@ -8,6 +8,7 @@ import typer
 
 from calibrl.errors import UserError
 from calibrl.probe.config import FORCED_TEXT, ProbeConfig
+from calibrl.probe.summary import ends_lines
 
 _DEFAULT = ProbeConfig()
 _DEFAULT_POINTS = ",".join(f"{x:g}" for x in _DEFAULT.points)  # type: ignore[union-attr]
@@ -141,4 +142,5 @@ def _report(summary: dict, out: Path) -> str:
         r = summary["stated_confidence"]["pearson_r"]
         if r is not None:
             lines.append(f"stated vs probe confidence (full chain): r = {r:.3f}")
+    lines += ends_lines(summary)
     return "\n".join(lines)

@@ -33,6 +33,8 @@ def sft(
         None, "--mix", help="Shares as NAME=VALUE,...: answer, confidence, rlcr (kinds) and "
         "wrong_share (wrong turn-2 contexts) (default: answer=0.5,confidence=0.25,rlcr=0.25,"
         "wrong_share=0.5)"),
+    confidence_question: str | None = typer.Option(None, "--confidence-question",
+                                                   help=_help("confidence_question")),
     bf16: bool | None = typer.Option(None, "--bf16/--no-bf16", help=_help("bf16")),
     device: str | None = typer.Option(None, "--device", help=_help("device")),
     threads: int | None = typer.Option(None, "--threads", help=_help("threads")),
@@ -53,6 +55,7 @@ def sft(
         "model": model, "minutes": minutes, "steps": steps, "lr": lr, "batch_tokens": batch_tokens,
         "warmup_steps": warmup_steps, "scheduler": scheduler, "bf16": bf16, "device": device,
         "threads": threads, "seed": seed, "mix": parse_mix(mix) if mix is not None else None,
+        "confidence_question": confidence_question,
     }
     config = SFTConfig.create(
         data=str(data), out=str(out), exclude=tuple(str(p) for p in exclude), overwrite=overwrite,

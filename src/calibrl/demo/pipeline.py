@@ -5,8 +5,9 @@ Every stage is a function of `DemoSettings` and the stage before it, writing int
     data/{train,test}.parquet   sft/model/   eval-before/   rl/<run>/   eval-after/   probe/
     report.md (+ PNG figures)
 
-The defaults finish in about 15 minutes on 2 CPU cores; `DemoSettings.toy()` runs the same code at
-a size that takes seconds (the test suite uses it).
+Every budget is a number of optimiser steps with a fixed seed, so two runs on one machine print the
+same tables; the defaults finish in about 15 minutes on 2 CPU cores (measured wall times are in
+the README). `DemoSettings.toy()` runs the same code at a size that takes seconds (the tests).
 """
 
 from __future__ import annotations
@@ -24,17 +25,24 @@ from rich.console import Console
 from rich.table import Table
 
 from calibrl.data import examples_from_instances, write_examples
-from calibrl.tasks.countdown import compute_score
+from calibrl.data.mix import mix_by_difficulty
+from calibrl.tasks.countdown import COUNTDOWN, compute_score
 from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.training.sft_data import SFTMix
 
-# Two-turn RLCR on the warmed-up tiny model (see BENCHMARKS.md / README for the measured result).
+# The tiny model reads no instructions; a short turn-2 question keeps every confidence sample short.
+DEMO_CONFIDENCE_QUESTION = "How likely is it that your answer is correct?"
+
+# Two-turn RLCR on the warmed-up tiny model (see the README for the measured result). fp32: bf16
+# autocast is emulated, and many times slower, on CPUs without AVX512-BF16/AMX.
 RL_OVERRIDES: tuple[str, ...] = (
-    "algorithm.mode=two_turn", "rollout.prompts_per_step=12", "rollout.num_generations_answer=4",
-    "rollout.num_generations_confidence=4", "rollout.temperature=1.0",
-    "rollout.max_answer_tokens=64", "rollout.max_confidence_tokens=32",
-    "algorithm.lambda_ans=1.0", "algorithm.lambda_conf=1.0", "optim.lr=1e-4",
-    "optim.scheduler=constant_with_warmup", "optim.warmup_steps=3", "optim.micro_batch_size=64",
-    "optim.mixed_precision=bf16", "checkpoint.every=25", "logging.samples_every=10",
+    "algorithm.mode=two_turn", "rollout.prompts_per_step=8", "rollout.num_generations_answer=4",
+    "rollout.num_generations_confidence=2", "rollout.temperature=1.0",
+    "rollout.max_answer_tokens=48", "rollout.max_confidence_tokens=24",
+    f"rollout.confidence_question={DEMO_CONFIDENCE_QUESTION}",
+    "algorithm.lambda_ans=1.0", "algorithm.lambda_conf=1.0", "optim.lr=3e-4",
+    "optim.scheduler=constant_with_warmup", "optim.warmup_steps=2", "optim.micro_batch_size=64",
+    "optim.mixed_precision=no", "checkpoint.every=25", "logging.samples_every=10",
 )
 
 
@@ -44,29 +52,38 @@ class DemoSettings:
 
     out_dir: Path = Path("outputs/demo")
     seed: int = 0
-    n_problems: int = 3500
+    n_problems: int = 16000
     test_size: int = 500
-    numbers: tuple[int, int] = (3, 3)
-    max_number: int = 12
-    prompt_style: str = "short"
-    sft_minutes: float | None = 5.0
-    sft_steps: int | None = None
-    model_sizes: dict[str, int] = field(default_factory=dict)
+    # 2, 3 and 4 numbers, 2 : 2 : 1 (the test split keeps it; 2-number problems run out early,
+    # so the training split is mostly 3 and 4 numbers): difficulty the confidence can rank by.
+    numbers: tuple[int, int] = (2, 4)
+    size_weights: tuple[float, ...] = (2.0, 2.0, 1.0)
+    max_number: int = 20
+    prompt_style: str = "compact"
+    confidence_question: str = DEMO_CONFIDENCE_QUESTION
+    model_sizes: dict[str, int] = field(
+        default_factory=lambda: {"hidden_size": 192, "num_layers": 4, "num_heads": 4})
+    sft_steps: int = 1500
+    sft_minutes: float | None = None  # an optional cap; a time budget makes runs differ
+    sft_lr: float = 1.5e-3
+    sft_batch_tokens: int = 1024
+    # Mostly answer traces: the confidence formats are templates the model learns from a few.
+    sft_mix: SFTMix = SFTMix(answer=0.9, confidence=0.05, rlcr=0.05)
     eval_examples: int = 500
     eval_samples: int = 2
     eval_temperature: float = 1.0
     eval_max_answer_tokens: int = 64
     eval_max_confidence_tokens: int = 32
-    rl_steps: int = 40
+    rl_steps: int = 25
     rl_overrides: tuple[str, ...] = RL_OVERRIDES
-    probe_traces: int = 16
+    probe_traces: int = 24
     probe_samples: int = 50
 
     @classmethod
     def toy(cls, out_dir: Path) -> DemoSettings:
         """The same pipeline at a size that runs in seconds (tests)."""
         return cls(out_dir=out_dir, n_problems=40, test_size=8, max_number=12,
-                   sft_minutes=None, sft_steps=3,
+                   sft_steps=3,
                    model_sizes={"hidden_size": 32, "num_layers": 1, "num_heads": 2},
                    eval_examples=8, eval_samples=1, eval_max_answer_tokens=8,
                    eval_max_confidence_tokens=6, rl_steps=2,
@@ -88,17 +105,28 @@ def _corrupt(expression: str, rng: random.Random) -> str:
     return expression[:i] + rng.choice([o for o in "+-*/" if o != expression[i]]) + expression[i + 1:]
 
 
+def size_shares(settings: DemoSettings) -> dict[str, float]:
+    """`size_weights` keyed by the task's difficulty labels ("2 numbers", ...)."""
+    sizes = range(settings.numbers[0], settings.numbers[1] + 1)
+    return {COUNTDOWN.difficulty({"numbers": [1] * k}): w
+            for k, w in zip(sizes, settings.size_weights, strict=True)}
+
+
 def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str, Counter]:
     """Write train/test parquet and score reference, corrupted and malformed answers."""
     train, test = generate_countdown(settings.n_problems, num_numbers=settings.numbers,
                                      max_number=settings.max_number, seed=settings.seed,
-                                     test_size=settings.test_size)
+                                     test_size=settings.test_size,
+                                     size_weights=settings.size_weights)
     data_dir = settings.out_dir / "data"
-    write_examples(data_dir / "train.parquet",
-                   examples_from_instances(train, "train", settings.prompt_style))
+    train_rows = examples_from_instances(train, "train", settings.prompt_style)
+    write_examples(data_dir / "train.parquet", train_rows)
     write_examples(data_dir / "test.parquet",
                    examples_from_instances(test, "test", settings.prompt_style))
-    console.print(f"data: {len(train)} train / {len(test)} test problems in {data_dir}")
+    rl_rows = mix_by_difficulty(train_rows, size_shares(settings), seed=settings.seed)
+    write_examples(data_dir / "rl.parquet", rl_rows)
+    console.print(f"data: {len(train)} train / {len(test)} test problems in {data_dir}; RL "
+                  f"prompts: {len(rl_rows)} of the training problems in the test split's mix")
 
     rng = random.Random(settings.seed)
     kinds: dict[str, Counter] = {"reference": Counter(), "corrupted": Counter(),
@@ -134,7 +162,10 @@ def stage_sft(settings: DemoSettings) -> Path:
     data = settings.out_dir / "data"
     config = SFTConfig(data=str(data / "train.parquet"), exclude=(str(data / "test.parquet"),),
                        out=str(out), model=str(init), overwrite=True, seed=settings.seed,
-                       minutes=settings.sft_minutes, steps=settings.sft_steps)
+                       minutes=settings.sft_minutes, steps=settings.sft_steps,
+                       lr=settings.sft_lr, batch_tokens=settings.sft_batch_tokens,
+                       mix=settings.sft_mix, confidence_question=settings.confidence_question,
+                       bf16=False)
     result, _ = run_sft(config)
     return Path(result.model_dir)
 
@@ -146,7 +177,8 @@ def stage_eval(settings: DemoSettings, model_dir: Path, name: str) -> dict[str, 
                                  temperature=settings.eval_temperature,
                                  max_answer_tokens=settings.eval_max_answer_tokens,
                                  max_confidence_tokens=settings.eval_max_confidence_tokens,
-                                 max_examples=settings.eval_examples, seed=settings.seed)
+                                 max_examples=settings.eval_examples, seed=settings.seed,
+                                 confidence_question=settings.confidence_question)
     return evaluate(model_dir, settings.out_dir / "data/test.parquet", settings.out_dir / name,
                     eval_settings, name=name)
 
@@ -158,14 +190,14 @@ def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
 
     cfg = load_config(None, [*settings.rl_overrides, f"seed={settings.seed}",
                              f"model.path={model_dir}",
-                             f"data.train_path={settings.out_dir / 'data/train.parquet'}",
+                             f"data.train_path={settings.out_dir / 'data/rl.parquet'}",
                              f"optim.total_steps={settings.rl_steps}",
                              f"logging.output_dir={settings.out_dir}", "logging.run_name=rl"])
     return Trainer(cfg).train()
 
 
 def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
-    """Faithfulness probe of the trained model's greedy chains on a few test problems."""
+    """Faithfulness probe of the model's own greedy chains on a few test problems."""
     from calibrl.data import load_examples
     from calibrl.probe.config import ProbeConfig
     from calibrl.probe.runner import run_probe
@@ -180,6 +212,15 @@ def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
     engine = HFEngine(model, tokenizer, max_batch_size=config.max_rows)
     return run_probe(CachedSampler(engine, max_rows=config.max_rows), tokenizer, examples,
                      config, settings.out_dir / "probe", trace_engine=engine, overwrite=True)
+
+
+def results_text(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """The before/after table, overall and per difficulty, as the console shows it."""
+    from calibrl.evaluation.compare import group_table, metrics_table
+
+    rows = [{**before, "name": "before RL (SFT)", "mode": "two_turn"},
+            {**after, "name": "after two-turn RLCR", "mode": "two_turn"}]
+    return metrics_table(rows) + "\n" + (group_table(rows) or "")
 
 
 def run_demo(settings: DemoSettings) -> Path:
@@ -203,7 +244,9 @@ def run_demo(settings: DemoSettings) -> Path:
     before = timed("evaluation before RL", lambda: stage_eval(settings, sft_model, "eval-before"))
     rl_model = timed("two-turn RLCR", lambda: stage_rl(settings, sft_model))
     after = timed("evaluation after RL", lambda: stage_eval(settings, rl_model, "eval-after"))
-    probe = timed("faithfulness probe", lambda: stage_probe(settings, rl_model))
+    probe = timed("faithfulness probe", lambda: stage_probe(settings, sft_model))
+    console.rule("[bold]results")
+    console.print(results_text(before, after), markup=False)
     report = write_report(settings.out_dir, before=before, after=after, timings=timings,
                           probe=probe, settings=settings)
     (settings.out_dir / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")

@@ -9,7 +9,13 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from calibrl.evaluation.compare import metrics_table, plot_compare
+from calibrl.evaluation.compare import (
+    group_table,
+    metrics_table,
+    plot_compare,
+    plot_risk_coverage_compare,
+)
+from calibrl.probe.summary import ends_lines
 
 CURVES = (
     ("answer/reward_mean", "answer reward (accuracy)"),
@@ -53,7 +59,7 @@ def _probe_section(summary: Mapping[str, Any]) -> str:
     if not summary.get("traces"):
         return "No trace was probed.\n"
     grid = summary["grid"]
-    lines = [f"{summary['traces']} greedy chains of thought of the trained model, each cut at "
+    lines = [f"{summary['traces']} greedy chains of thought of the SFT model, each cut at "
              f"{len(grid)} points; at each point answer-only completions were sampled and "
              "verified with the training verifier.\n",
              "| share of chain | " + " | ".join(f"{g:.1f}" for g in grid) + " |",
@@ -66,6 +72,7 @@ def _probe_section(summary: Mapping[str, Any]) -> str:
         lines.append(f"\nArea over the same-answer curve: {summary['same_answer_aoc']:.3f}; "
                      f"median point at which the answer is decided: "
                      f"{summary['decided']['median']}.\n")
+    lines += [f"- {line}" for line in ends_lines(summary)]
     return "\n".join(lines) + "\n"
 
 
@@ -83,10 +90,20 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
         "## Before and after RL\n",
         metrics_table(rows),
     ]
-    reliability = plot_compare([out_dir / "eval-before", out_dir / "eval-after"],
-                               out_dir / "reliability_before_after.png")
+    by_group = group_table([{**before, "name": "before"}, {**after, "name": "after"}])
+    if by_group is not None:
+        parts += ["\n### Per difficulty\n", by_group]
+    evals = [out_dir / "eval-before", out_dir / "eval-after"]
+    reliability = plot_compare(evals, out_dir / "reliability_before_after.png")
     if reliability is not None:
         parts += ["\n![reliability](reliability_before_after.png)\n"]
+    coverage = plot_risk_coverage_compare(evals, out_dir / "risk_coverage_before_after.png")
+    if coverage is not None:
+        parts += ["\n### Selective prediction\n",
+                  "Answer only when the stated confidence is at least t: the share answered "
+                  "(coverage) against the error rate among them (risk); AURC is the area under "
+                  "the curve (lower is better).\n",
+                  "\n![risk-coverage](risk_coverage_before_after.png)\n"]
     curves = plot_training_curves(out_dir / "rl" / "metrics.jsonl", out_dir / "training_curves.png")
     if curves is not None:
         parts += ["\n## Training\n", "![training curves](training_curves.png)\n"]

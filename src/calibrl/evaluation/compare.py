@@ -1,6 +1,7 @@
-"""Side-by-side comparison of evaluated runs: a markdown table and an overlaid reliability diagram.
+"""Side-by-side comparison of evaluated runs: markdown tables and overlaid figures.
 
-Reads only the files `calibrl.evaluation.report` writes (`metrics.json`, `bins.json`).
+Reads only the files `calibrl.evaluation.report` writes (`metrics.json`, `bins.json`,
+`risk_coverage.json`). Runs whose metrics.json has "by_group" get a second, per-group table.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from calibrl.errors import UserError
-from calibrl.evaluation.plots import plot_reliability_overlay
-from calibrl.evaluation.report import load_bins, load_metrics
+from calibrl.evaluation.plots import plot_reliability_overlay, plot_risk_coverage
+from calibrl.evaluation.report import load_bins, load_metrics, load_risk_coverage
 
 # (metrics.json key, column header, format). Arrows say which direction is better.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -20,12 +21,16 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("ece", "ECE ↓", "{:.4f}"),
     ("brier", "Brier ↓", "{:.4f}"),
     ("auroc", "AUROC ↑", "{:.4f}"),
+    ("aurc", "AURC ↓", "{:.4f}"),
     ("mean_confidence", "mean conf", "{:.4f}"),
     ("unparsable_confidence_rate", "unparsable conf", "{:.4f}"),
     ("format_failure_rate", "format fail", "{:.4f}"),
     ("mean_answer_len", "answer len", "{:.1f}"),
     ("mean_conf_len", "conf len", "{:.1f}"),
 )
+# The per-group table keeps to accuracy and the headline calibration metrics.
+GROUP_COLUMNS = tuple(c for c in COLUMNS if c[0] in ("count", "accuracy", "ece", "brier",
+                                                     "auroc", "aurc"))
 NOT_APPLICABLE = "n/a"
 
 
@@ -48,16 +53,35 @@ def _check_dirs(run_dirs: Sequence[str | Path]) -> list[Path]:
     return [Path(d) for d in run_dirs]
 
 
-def metrics_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown table, one row per metrics dict (as `load_metrics` returns), in order."""
-    header = ["run", "mode", *(title for _, title, _ in COLUMNS)]
+def _table(labels: Sequence[str], columns: Sequence[tuple[str, str, str]],
+           rows: Sequence[tuple[Sequence[str], dict[str, Any]]]) -> str:
+    """Markdown table: text columns `labels`, then one right-aligned column per metric."""
+    header = [*labels, *(title for _, title, _ in columns)]
     lines = ["| " + " | ".join(header) + " |",
-             "|" + "|".join(["---", "---"] + ["---:"] * len(COLUMNS)) + "|"]
-    for row in rows:
-        cells = [_text(row["name"]), _text(row["mode"])]
-        cells += [_cell(row[key], fmt) for key, _, fmt in COLUMNS]
+             "|" + "|".join(["---"] * len(labels) + ["---:"] * len(columns)) + "|"]
+    for texts, metrics in rows:
+        cells = [_text(t) for t in texts]
+        cells += [_cell(metrics.get(key), fmt) for key, _, fmt in columns]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def metrics_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Markdown table, one row per metrics dict (as `load_metrics` returns), in order."""
+    return _table(["run", "mode"], COLUMNS, [((r["name"], r["mode"]), r) for r in rows])
+
+
+def group_table(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Markdown table of each run's "by_group" metrics, run by run; None when no run has any."""
+    grouped = [((r["name"], label), m) for r in rows
+               for label, m in (r.get("by_group") or {}).items()]
+    return _table(["run", "group"], GROUP_COLUMNS, grouped) if grouped else None
+
+
+def _unique(label: str, taken: dict[str, Any]) -> str:
+    while label in taken:  # two runs with one name must both stay visible
+        label += "'"
+    return label
 
 
 def plot_compare(run_dirs: Sequence[str | Path], out_path: str | Path) -> Path | None:
@@ -66,23 +90,41 @@ def plot_compare(run_dirs: Sequence[str | Path], out_path: str | Path) -> Path |
     for run_dir in _check_dirs(run_dirs):
         bins = load_bins(run_dir)
         if any(b.count for b in bins):
-            label = load_metrics(run_dir)["name"]
-            while label in runs:  # two runs with one name must both stay visible
-                label += "'"
-            runs[label] = bins
+            runs[_unique(load_metrics(run_dir)["name"], runs)] = bins
     if not runs:
         return None
     return plot_reliability_overlay(runs, out_path, title="Reliability of compared runs")
 
 
-def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None = None) -> str:
-    """Markdown table of the runs' metrics; also the overlaid reliability plot if `plot_path`.
+def plot_risk_coverage_compare(run_dirs: Sequence[str | Path], out_path: str | Path
+                               ) -> Path | None:
+    """Overlaid risk-coverage curves of the runs that have confidences; None when none has."""
+    curves = {}
+    for run_dir in _check_dirs(run_dirs):
+        curve = load_risk_coverage(run_dir)
+        if curve is not None:
+            curves[_unique(load_metrics(run_dir)["name"], curves)] = curve
+    if not curves:
+        return None
+    return plot_risk_coverage(curves, out_path, title="Risk-coverage of compared runs")
 
-    Raises `UserError` naming the file when a run's `metrics.json` (or, with a plot,
-    `bins.json`) is missing or malformed.
+
+def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None = None,
+                 risk_coverage_path: str | Path | None = None) -> str:
+    """Markdown table of the runs' metrics, then the per-group table when any run has groups.
+
+    Also writes the overlaid reliability plot if `plot_path` and the overlaid risk-coverage
+    plot if `risk_coverage_path`. Raises `UserError` naming the file when a run's
+    `metrics.json` (or, for a plot, `bins.json` / `risk_coverage.json`) is missing or malformed.
     """
     dirs = _check_dirs(run_dirs)
-    table = metrics_table([load_metrics(d) for d in dirs])
+    rows = [load_metrics(d) for d in dirs]
+    tables = [metrics_table(rows)]
+    by_group = group_table(rows)
+    if by_group is not None:
+        tables.append(by_group)
     if plot_path is not None:
         plot_compare(dirs, plot_path)
-    return table
+    if risk_coverage_path is not None:
+        plot_risk_coverage_compare(dirs, risk_coverage_path)
+    return "\n".join(tables)

@@ -20,11 +20,16 @@ prediction depend on the label. Their share is reported beside the metrics, so a
 stays visible. The training reward differs (it gives 0 reward to any unparsable output) because
 it must make breaking the format worse than every honest answer; a metric only has to score the
 prediction.
+
+Selective prediction (risk-coverage, AURC): answer only when confidence >= t. Answers with equal
+confidence are answered or withheld together, so no result depends on an arbitrary order among
+ties. Unparsable confidences, scored 0.0, are the last to be answered.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from numbers import Real
@@ -36,7 +41,7 @@ UNPARSABLE_CONFIDENCE = 0.0
 DEFAULT_N_BINS = 10
 # The keys of `summarize`, i.e. of every metrics.json.
 METRIC_KEYS = (
-    "count", "accuracy", "ece", "brier", "auroc", "mean_confidence",
+    "count", "accuracy", "ece", "brier", "auroc", "aurc", "mean_confidence",
     "unparsable_confidence_rate", "format_failure_rate", "mean_answer_len", "mean_conf_len",
     "n_bins",
 )
@@ -52,6 +57,8 @@ class EvalRecord:
         format_ok: the answer followed the required format.
         answer_len: length of the answer turn (tokens, or whatever unit the caller uses).
         conf_len: length of the confidence turn; None when the mode has no confidence.
+        group: difficulty label of the problem (`Task.difficulty`), e.g. "3 numbers"; None when
+            unknown. `summarize_by_group` reports metrics per label.
     """
 
     correct: bool
@@ -59,6 +66,7 @@ class EvalRecord:
     format_ok: bool
     answer_len: int
     conf_len: int | None = None
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,69 @@ def auroc(confidences: Any, correct: Any) -> float | None:
     return float(u / (n_pos * n_neg))
 
 
+def risk_coverage(
+    confidences: Any, correct: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The risk-coverage curve: (coverage, risk, thresholds), each shape (K,), K distinct values.
+
+    Point k answers every example with confidence >= thresholds[k] (thresholds descending):
+    coverage[k] = share answered, risk[k] = error rate among them. Coverage increases and the
+    last point is coverage 1, where risk = 1 - accuracy.
+    """
+    conf, corr = check_arrays(confidences, correct)
+    values, inverse = np.unique(conf, return_inverse=True)  # ascending
+    counts = np.bincount(inverse, minlength=values.size)[::-1]  # (K,), descending confidence
+    errors = np.bincount(inverse, weights=1.0 - corr, minlength=values.size)[::-1]  # (K,)
+    answered = np.cumsum(counts)
+    return answered / conf.size, np.cumsum(errors) / answered, values[::-1].copy()
+
+
+def aurc_from_curve(coverage: Any, risk: Any) -> float:
+    """Area under a `risk_coverage` curve, read as a step function: sum_k dcov_k * risk_k.
+
+    Shapes: coverage (K,) increasing to 1, risk (K,); dcov_k = coverage[k] - coverage[k-1]
+    with coverage[-1] := 0.
+    """
+    coverage = np.asarray(coverage, dtype=np.float64)
+    risk = np.asarray(risk, dtype=np.float64)
+    if coverage.ndim != 1 or coverage.shape != risk.shape or coverage.size == 0:
+        raise ValueError("coverage and risk must be non-empty 1-D arrays of one shape")
+    return float(np.sum(np.diff(coverage, prepend=0.0) * risk))
+
+
+def aurc(confidences: Any, correct: Any) -> float:
+    """Area under the risk-coverage curve (Geifman & El-Yaniv). In [0, 1]; lower is better.
+
+        AURC = (1/N) * sum_{i=1..N} r_i,   r_i = errors among the top i / i
+
+    with answers sorted by confidence, descending. Ties: every answer of a tie group gets the
+    risk of the whole group, r_i = r_{k(i)} with k(i) the last position of i's group, so AURC
+    equals `aurc_from_curve(*risk_coverage(...)[:2])` and the mean over examples j of the error
+    rate among answers with confidence >= confidence_j. Shapes: confidences (N,), correct (N,).
+    """
+    coverage, risk, _ = risk_coverage(confidences, correct)
+    return aurc_from_curve(coverage, risk)
+
+
+def optimal_aurc(correct: Any) -> float:
+    """The AURC of a perfect ranker (every correct answer above every wrong one, no ties).
+
+        AURC* = (1/N) * sum_{i=n+1..N} (i - n) / i,   n = number correct
+
+    It tends to (1 - acc) + acc * ln(acc) as N grows. No ranking does better, ties included:
+    the risk of the top i is at least (i - n) / i. Shape: correct (N,).
+    """
+    _, corr = check_arrays(np.zeros(np.shape(correct)), correct)
+    n = int(corr.sum())
+    i = np.arange(n + 1, corr.size + 1, dtype=np.float64)
+    return float(np.sum((i - n) / i) / corr.size)
+
+
+def e_aurc(confidences: Any, correct: Any) -> float:
+    """Excess AURC, `aurc - optimal_aurc` >= 0: the part of AURC due to the ranking alone."""
+    return aurc(confidences, correct) - optimal_aurc(correct)
+
+
 def _field(record: Any, key: str, position: int) -> Any:
     if isinstance(record, Mapping):
         if key not in record:
@@ -247,6 +318,7 @@ def summarize(
         unparsable_confidence: the confidence an unparsable one is scored as (module docstring).
 
     Rates are shares in [0, 1]. `auroc` is None when all answers are correct or all wrong.
+    Records may carry a `group`; `summarize` ignores it (see `summarize_by_group`).
     """
     records = list(records)
     if not records:
@@ -260,6 +332,7 @@ def summarize(
         "ece": None,
         "brier": None,
         "auroc": None,
+        "aurc": None,
         "mean_confidence": None,
         "unparsable_confidence_rate": None,
         "format_failure_rate": float(1.0 - format_ok.mean()),
@@ -272,8 +345,47 @@ def summarize(
             ece=expected_calibration_error(conf, correct, n_bins),
             brier=brier_score(conf, correct),
             auroc=auroc(conf, correct),
+            aurc=aurc(conf, correct),
             mean_confidence=float(conf.mean()),
             unparsable_confidence_rate=float(1.0 - parsable.mean()),
             mean_conf_len=_mean_of(records, "conf_len"),
         )
     return out
+
+
+NO_GROUP = "ungrouped"
+
+
+def record_group(record: Any) -> str | None:
+    """The record's `group` label, or None when it has none (older records lack the field)."""
+    value = record.get("group") if isinstance(record, Mapping) else getattr(record, "group", None)
+    return None if value is None else str(value)
+
+
+def natural_key(label: str) -> tuple[Any, ...]:
+    """Sort key comparing digit runs as numbers: "2 numbers" < "3 numbers" < "10 numbers"."""
+    # re.split with a capture group alternates text and digits, so positions agree in type.
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", label))
+
+
+def summarize_by_group(
+    records: Iterable[Any],
+    *,
+    with_confidence: bool = True,
+    n_bins: int = DEFAULT_N_BINS,
+    unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
+) -> dict[str, dict[str, float | int | None]]:
+    """`summarize` of each group's records, keyed by group label in `natural_key` order.
+
+    Records without a group are reported under `NO_GROUP`. Arguments as in `summarize`.
+    """
+    groups: dict[str, list[Any]] = {}
+    for record in records:
+        groups.setdefault(record_group(record) or NO_GROUP, []).append(record)
+    if not groups:
+        raise ValueError("no examples to evaluate")
+    return {
+        label: summarize(groups[label], with_confidence=with_confidence, n_bins=n_bins,
+                         unparsable_confidence=unparsable_confidence)
+        for label in sorted(groups, key=natural_key)
+    }

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from calibrl.evaluation.metrics import (
     DEFAULT_N_BINS,
     ReliabilityBin,
+    aurc_from_curve,
     bin_edges,
     bin_index,
     check_arrays,
@@ -141,4 +142,35 @@ def plot_confidence_histogram(
     ax.set_xticks(edges if n_bins <= 20 else np.linspace(0, 1, 11))
     ax.grid(alpha=0.3, axis="y")
     ax.legend(loc="upper left")
+    return _save(fig, out_path)
+
+
+def plot_risk_coverage(
+    curves: Mapping[str, tuple[Any, Any]],
+    out_path: str | Path,
+    *,
+    title: str = "Risk-coverage",
+) -> Path:
+    """Selective risk against coverage, one step curve per label, AURC in the legend.
+
+    `curves` maps a label to (coverage, risk) as `metrics.risk_coverage` returns them, each
+    shape (K,). Steps are drawn so the area under each curve is exactly its AURC; a dotted line
+    marks the run's risk at full coverage (1 - accuracy) for reference.
+    """
+    if not curves:
+        raise ValueError("no runs to plot")
+    fig = Figure(figsize=(6.4, 4.8))
+    ax = fig.subplots()
+    for label, (coverage, risk) in curves.items():
+        coverage = np.asarray(coverage, dtype=np.float64)
+        risk = np.asarray(risk, dtype=np.float64)
+        area = aurc_from_curve(coverage, risk)
+        line = ax.step(np.concatenate([[0.0], coverage]), np.concatenate([risk[:1], risk]),
+                       where="pre", label=f"{label} (AURC {area:.3f})")[0]
+        ax.plot(coverage, risk, "o", markersize=3, color=line.get_color())
+        ax.axhline(risk[-1], linestyle=":", linewidth=0.8, color=line.get_color())
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="Coverage (share answered)",
+           ylabel="Risk (error rate among answered)", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
     return _save(fig, out_path)

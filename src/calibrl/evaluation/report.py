@@ -1,20 +1,26 @@
 """The files an evaluation leaves in its run folder, defined in one place.
 
     <run_dir>/metrics.json   flat JSON object: `METRIC_KEYS` (numbers, or null where undefined
-                             or not applicable) plus "name" and "mode" (strings). Other keys
-                             may be added by callers and are kept.
+                             or not applicable) plus "name" and "mode" (strings), and, when the
+                             records carry difficulty groups, "by_group": {label: {METRIC_KEYS}}
+                             in natural label order. Other keys may be added by callers and
+                             are kept.
     <run_dir>/bins.json      {"convention": <text>, "bins": [{"lower", "upper", "count",
                              "mean_confidence", "accuracy"}, ...]}; "bins" is [] for a mode
                              without confidences.
-    <run_dir>/reliability.png, <run_dir>/confidence_hist.png   (modes with confidences only)
+    <run_dir>/risk_coverage.json   {"coverage": [...], "risk": [...], "thresholds": [...]},
+                             the `risk_coverage` curve; all [] for a mode without confidences.
+    <run_dir>/reliability.png, confidence_hist.png, risk_coverage.png   (with confidences only)
 
 JSON is written with `allow_nan=False`: a NaN would be a bug, and it fails here, not in a reader.
 Readers raise `UserError` naming the file for anything missing or malformed, since run folders
-are what users pass on the command line.
+are what users pass on the command line. A metrics.json from before "aurc" existed reads with
+"aurc" null, so older runs still compare.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
@@ -28,15 +34,27 @@ from calibrl.evaluation.metrics import (
     UNPARSABLE_CONFIDENCE,
     ReliabilityBin,
     calibration_arrays,
+    record_group,
     reliability_bins,
+    risk_coverage,
     summarize,
+    summarize_by_group,
 )
-from calibrl.evaluation.plots import plot_confidence_histogram, plot_reliability
+from calibrl.evaluation.plots import (
+    plot_confidence_histogram,
+    plot_reliability,
+    plot_risk_coverage,
+)
 
 METRICS_FILE = "metrics.json"
 BINS_FILE = "bins.json"
 RELIABILITY_PLOT = "reliability.png"
 HISTOGRAM_PLOT = "confidence_hist.png"
+RISK_COVERAGE_FILE = "risk_coverage.json"
+RISK_COVERAGE_PLOT = "risk_coverage.png"
+CURVE_KEYS = ("coverage", "risk", "thresholds")
+# Keys added after metrics.json files were first written: missing ones read as null.
+LATER_KEYS = ("aurc",)
 BIN_CONVENTION = "equal width on [0, 1], right-closed: [0, 1/n], (1/n, 2/n], ..., ((n-1)/n, 1]"
 
 
@@ -47,11 +65,18 @@ def _write_json(path: Path, obj: Any) -> Path:
 
 
 def save_metrics(run_dir: str | Path, metrics: Mapping[str, Any], *, name: str, mode: str) -> Path:
-    """Write `metrics.json`: the `summarize` dict plus the run's name and mode."""
+    """Write `metrics.json`: the `summarize` dict (optionally with "by_group"), name and mode."""
     missing = [k for k in METRIC_KEYS if k not in metrics]
     if missing:
         raise ValueError(f"metrics lack {', '.join(missing)}")
     return _write_json(Path(run_dir) / METRICS_FILE, {"name": name, "mode": mode, **metrics})
+
+
+def save_risk_coverage(run_dir: str | Path, curve: Sequence[Any] | None) -> Path:
+    """Write `risk_coverage.json` from (coverage, risk, thresholds); None for no confidences."""
+    lists = [[float(v) for v in arr] for arr in curve] if curve is not None else [[], [], []]
+    return _write_json(Path(run_dir) / RISK_COVERAGE_FILE, dict(zip(CURVE_KEYS, lists,
+                                                                    strict=True)))
 
 
 def save_bins(run_dir: str | Path, bins: Sequence[ReliabilityBin]) -> Path:
@@ -70,12 +95,20 @@ def write_evaluation(
     n_bins: int = DEFAULT_N_BINS,
     unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
 ) -> dict[str, Any]:
-    """Summarise `records` and write every file above; returns the metrics as saved."""
+    """Summarise `records` and write every file above; returns the metrics as saved.
+
+    "by_group" is added only when some record has a `group`, so runs without difficulty labels
+    keep the metrics.json they always had.
+    """
     records = list(records)
-    metrics = summarize(records, with_confidence=with_confidence, n_bins=n_bins,
-                        unparsable_confidence=unparsable_confidence)
+    options = dict(with_confidence=with_confidence, n_bins=n_bins,
+                   unparsable_confidence=unparsable_confidence)
+    metrics: dict[str, Any] = summarize(records, **options)
+    if any(record_group(r) is not None for r in records):
+        metrics["by_group"] = summarize_by_group(records, **options)
     run_dir = Path(run_dir)
     bins: list[ReliabilityBin] = []
+    curve = None
     if with_confidence:
         conf, correct, parsable = calibration_arrays(records, unparsable_confidence)
         bins = reliability_bins(conf, correct, n_bins)
@@ -83,7 +116,11 @@ def write_evaluation(
         note = f"\n{int((~parsable).sum())} unparsable scored as {unparsable_confidence:g}"
         plot_confidence_histogram(conf, correct, run_dir / HISTOGRAM_PLOT, n_bins=n_bins,
                                   title=f"Confidence by correctness: {name}{note}")
+        curve = risk_coverage(conf, correct)
+        plot_risk_coverage({name: curve[:2]}, run_dir / RISK_COVERAGE_PLOT,
+                           title=f"Risk-coverage: {name}{note}")
     save_bins(run_dir, bins)
+    save_risk_coverage(run_dir, curve)
     save_metrics(run_dir, metrics, name=name, mode=mode)
     return {"name": name, "mode": mode, **metrics}
 
@@ -110,12 +147,26 @@ def load_metrics(run_dir: str | Path) -> dict[str, Any]:
     for key in ("name", "mode"):
         if not isinstance(data.get(key), str):
             raise UserError(f"{path}: {key!r} must be a string")
+    _check_metric_values(data, path)
+    groups = data.get("by_group")
+    if groups is not None:
+        if not isinstance(groups, dict):
+            raise UserError(f"{path}: 'by_group' must be an object")
+        for label, group in groups.items():
+            if not isinstance(group, dict):
+                raise UserError(f"{path}: group {label!r} must be an object")
+            _check_metric_values(group, path, where=f"group {label!r}: ")
+    return data
+
+
+def _check_metric_values(data: dict[str, Any], path: Path, where: str = "") -> None:
+    for key in LATER_KEYS:
+        data.setdefault(key, None)
     for key in METRIC_KEYS:
         if key not in data:
-            raise UserError(f"{path}: missing {key!r}")
+            raise UserError(f"{path}: {where}missing {key!r}")
         if data[key] is not None and not _is_number(data[key]):
-            raise UserError(f"{path}: {key!r} must be a number or null, got {data[key]!r}")
-    return data
+            raise UserError(f"{path}: {where}{key!r} must be a number or null, got {data[key]!r}")
 
 
 def load_bins(run_dir: str | Path) -> list[ReliabilityBin]:
@@ -131,6 +182,24 @@ def load_bins(run_dir: str | Path) -> list[ReliabilityBin]:
         except (TypeError, ValueError) as exc:
             raise UserError(f"{path}: bin {i}: {exc}") from None
     return bins
+
+
+def load_risk_coverage(run_dir: str | Path) -> tuple[list[float], list[float]] | None:
+    """Read and check a run's `risk_coverage.json`: (coverage, risk), or None when empty."""
+    path = Path(run_dir) / RISK_COVERAGE_FILE
+    data = _read_json(path)
+    if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in CURVE_KEYS):
+        raise UserError(f"{path}: expected an object with lists {', '.join(CURVE_KEYS)}")
+    coverage, risk, thresholds = (data[k] for k in CURVE_KEYS)
+    if not len(coverage) == len(risk) == len(thresholds):
+        raise UserError(f"{path}: coverage, risk and thresholds differ in length")
+    if not coverage:
+        return None
+    if not all(_is_number(v) and 0 <= v <= 1 for v in coverage + risk + thresholds):
+        raise UserError(f"{path}: values must be numbers in [0, 1]")
+    if any(b <= a for a, b in itertools.pairwise(coverage)) or coverage[-1] != 1:
+        raise UserError(f"{path}: coverage must increase to 1")
+    return coverage, risk
 
 
 def _parse_bin(raw: Any) -> ReliabilityBin:

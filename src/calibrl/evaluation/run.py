@@ -4,7 +4,8 @@ Each prompt gets `samples` answers in the mode's format (rollouts of `calibrl.ro
 two_turn answers get one confidence turn each, and every answer becomes one record:
 correct (the task's strict verifier), the parsed confidence (None when unparsable; the metrics
 count it as 0 and report the share), whether an equation could be extracted at all
-(`format_ok`), and the token lengths of both turns. Writes, in `out_dir`:
+(`format_ok`), the token lengths of both turns, and the problem's difficulty `group`
+(`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group). Writes, in `out_dir`:
 `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`, and the PNG figures.
 """
 
@@ -26,7 +27,9 @@ from calibrl.evaluation.metrics import EvalRecord
 from calibrl.evaluation.report import write_evaluation
 from calibrl.rewards import parse_confidence
 from calibrl.rollout.engine import make_engine
+from calibrl.rollout.prompts import CONFIDENCE_QUESTION
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
+from calibrl.tasks import get_task
 from calibrl.tasks.countdown import extract_solution
 from calibrl.utils.atomic import atomic_write_text
 
@@ -45,6 +48,7 @@ class EvalSettings:
     max_examples: int | None = None
     batch_prompts: int = 64
     seed: int = 0
+    confidence_question: str = CONFIDENCE_QUESTION
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -59,6 +63,7 @@ class EvalSettings:
 def _records(tree, mode: str) -> list[dict[str, Any]]:
     rows = []
     for prompt in tree.prompts:
+        group = get_task(prompt.data_source).difficulty(prompt.ground_truth)
         for answer in prompt.answers:
             text = answer.sample.text
             conf_text = answer.confidences[0].text if answer.confidences else None
@@ -74,7 +79,7 @@ def _records(tree, mode: str) -> list[dict[str, Any]]:
                 "confidence_text": conf_text, "confidence": confidence,
                 "answer_len": len(answer.sample.token_ids),
                 "conf_len": len(answer.confidences[0].token_ids) if answer.confidences else None,
-                "finish_reason": answer.sample.finish_reason,
+                "finish_reason": answer.sample.finish_reason, "group": group,
             })
     return rows
 
@@ -87,7 +92,8 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
     rollout = RolloutSettings(num_generations_answer=settings.samples,
                               num_generations_confidence=1, temperature=max(settings.temperature, 0.0),
                               max_answer_tokens=settings.max_answer_tokens,
-                              max_confidence_tokens=settings.max_confidence_tokens)
+                              max_confidence_tokens=settings.max_confidence_tokens,
+                              confidence_question=settings.confidence_question)
     rows: list[dict[str, Any]] = []
     chunks = range(0, len(examples), settings.batch_prompts)
     for n, start in enumerate(tqdm(chunks, desc=f"eval {settings.mode}", disable=not progress)):
@@ -114,7 +120,7 @@ def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
     atomic_write_text(out / "predictions.jsonl",
                       "".join(json.dumps(r) + "\n" for r in rows))
     records = [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
-                          r["conf_len"]) for r in rows]
+                          r["conf_len"], r["group"]) for r in rows]
     metrics = write_evaluation(out, records, name=name or out.name, mode=settings.mode,
                                with_confidence=settings.mode != "rlvr")
     return metrics

@@ -12,7 +12,7 @@ import operator
 import random
 
 from calibrl.rollout.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
-from calibrl.tasks.countdown.task import SYSTEM_PROMPT, short_prompt, user_prompt
+from calibrl.tasks.countdown.task import SYSTEM_PROMPT, compact_prompt, short_prompt, user_prompt
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
@@ -133,6 +133,7 @@ def tokenizer_corpus(seed: int = 0) -> list[str]:
         nums = [rng.randint(1, 99) for _ in range(size)]
         texts.append(user_prompt(nums, rng.randint(1, 999)))
         texts.append(short_prompt(nums, rng.randint(1, 999)))
+        texts.append(compact_prompt(nums, rng.randint(1, 999)))
     texts += _equation_lines(rng, 50)
     texts += CONFIDENCE_QUESTIONS
     texts.append(RLCR_INSTRUCTION)

@@ -26,6 +26,18 @@ def _draw(ax: Any, grid: list[float], curve: Mapping[str, Any], color: str, labe
                     label=f"{label}: 95% band")
 
 
+def _mark_ends(ax: Any, summary: Mapping[str, Any]) -> None:
+    """Label the confidence curve's first and last means: the two numbers a reader compares."""
+    for key, offset, align in (("confidence_first", 6, "left"), ("confidence_last", -6, "right")):
+        point = summary.get(key)  # absent in summaries written before these keys existed
+        if not point or point["mean"] is None:
+            continue
+        ax.plot([point["x"]], [point["mean"]], "D", color=CORRECT_COLOR, markersize=6,
+                markeredgecolor="black")
+        ax.annotate(f"{point['mean']:.2f}", (point["x"], point["mean"]),
+                    xytext=(offset, 6), textcoords="offset points", ha=align, fontsize=8)
+
+
 def plot_curves(summary: Mapping[str, Any], out_path: str | Path, *,
                 title: str = "Faithfulness probe") -> Path:
     """Mean confidence and mean "% same answer" against the share of the chain kept."""
@@ -33,6 +45,7 @@ def plot_curves(summary: Mapping[str, Any], out_path: str | Path, *,
     fig = Figure(figsize=(6.4, 4.8))
     ax = fig.subplots()
     _draw(ax, grid, summary["confidence"], CORRECT_COLOR, "confidence (correct share)")
+    _mark_ends(ax, summary)
     _draw(ax, grid, summary["same_answer"], WRONG_COLOR, "same answer as the full chain")
     aoc = summary.get("same_answer_aoc")
     subtitle = f"{summary['traces']} traces" + (f", AOC = {aoc:.3f}" if aoc is not None else "")

@@ -8,12 +8,13 @@ The output folder:
     curves.png     mean confidence and "% same answer" along the chain, with 95% bands
     decided.png    where the final answers are decided
 
-A row: `trace` (key), `index`, `data_source`, `ground_truth`, `final_answer`, `final_correct`,
-`stated_confidence`, `context_tokens`, `chain_tokens`, `chain_text`, `completion` (generated
-traces), `samples`, `decided_at`, and `points`: per truncation point `x`, `cut` (chain tokens
-kept), `correct` and `same` (counts of samples; `same` is null when the trace has no final
-answer), `confidence = correct / samples`, `same_answer = same / samples`, `unfinished`
-(samples that hit the token budget) and, with `save_samples`, `texts`.
+A row: `trace` (key), `index`, `data_source`, `ground_truth`, `final_answer`, `final_correct`
+(that answer judged by the task's verifier; the summary's `solved_traces`), `stated_confidence`,
+`context_tokens`, `chain_tokens`, `chain_text`, `completion` (generated traces), `samples`,
+`decided_at`, and `points`: per truncation point `x`, `cut` (chain tokens kept), `correct` and
+`same` (counts of samples; `same` is null when the trace has no final answer),
+`confidence = correct / samples`, `same_answer = same / samples`, `unfinished` (samples that
+hit the token budget) and, with `save_samples`, `texts`.
 
 Traces are processed in key order, so resuming only needs the last key written: a run that was
 stopped continues after it. A row is written with one `write` and flushed; a row cut short by a

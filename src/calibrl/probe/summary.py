@@ -12,7 +12,18 @@ trace shows what it showed at its last point with `x <= g`), then:
 - the earliest grid point from which a trace's same-answer share never drops below the
   threshold ("decided at"), as counts per grid point plus "never";
 - where traces carry a stated confidence: its Pearson correlation with the probe's confidence
-  at the whole chain (x = 1).
+  at the whole chain (x = 1);
+- `confidence_first` / `confidence_last`: the mean confidence curve at the grid's first and last
+  points (on the default grid, fraction 0 = no chain at all and 1 = the whole chain), each as
+  `{x, mean, lower, upper, traces}` with the same 95% band;
+- `solved_traces`: traces whose own final answer is correct, i.e. rows with `final_correct`
+  true (set where the trace is made, by the task's verifier on the full trace's answer; the
+  probe's confidence at x = 1 is not used, since sampled answers can differ from the trace's);
+- `decided_before_end_count` / `decided_before_end_share`: of the solved traces that have a
+  same-answer curve (every solved trace has a final answer, so in practice all of them), how
+  many / which share have a decided-at point (as above, same threshold) strictly before the
+  grid's last point, i.e. the answer was settled before the chain ended; "never" and "decided
+  only at the last point" both count as not decided before the end. None without such traces.
 Traces without a final answer have no same-answer curve and are left out of those statistics.
 """
 
@@ -113,6 +124,8 @@ class SummaryAccumulator:
         self.decided: dict[str, int] = {**{_label(g): 0 for g in self.grid}, "never": 0}
         self.stated = _Pearson()
         self.samples: set[int] = set()
+        self.solved_with_curve = 0
+        self.decided_before_end = 0
 
     def add(self, row: Mapping[str, Any]) -> None:
         points = row["points"]
@@ -129,6 +142,9 @@ class SummaryAccumulator:
                 m.add(value)
             at = decided_at(self.grid, same, self.threshold)
             self.decided["never" if at is None else _label(at)] += 1
+            if row.get("final_correct"):
+                self.solved_with_curve += 1
+                self.decided_before_end += at is not None and at < self.grid[-1]
         full = [p for p in points if p["cut"] == row["chain_tokens"]]
         if row.get("stated_confidence") is not None and full:
             self.stated.add(float(row["stated_confidence"]), float(full[-1]["confidence"]))
@@ -159,6 +175,12 @@ class SummaryAccumulator:
                                   "mean_stated": self.stated.mx if self.stated.n else None,
                                   "mean_probe_at_full_chain": (self.stated.my if self.stated.n
                                                                else None)},
+            "confidence_first": _point(self.grid[0], conf[0], self.confidence[0]),
+            "confidence_last": _point(self.grid[-1], conf[-1], self.confidence[-1]),
+            "solved_traces": self.final_correct,
+            "decided_before_end_count": self.decided_before_end,
+            "decided_before_end_share": (self.decided_before_end / self.solved_with_curve
+                                         if self.solved_with_curve else None),
         }
 
 
@@ -180,6 +202,11 @@ def _curve(bands: list[tuple[float | None, float | None, float | None]],
             "upper": [b[2] for b in bands], "traces": moments[0].n if moments else 0}
 
 
+def _point(x: float, band: tuple[float | None, float | None, float | None],
+           moments: _Moments) -> dict[str, Any]:
+    return {"x": x, "mean": band[0], "lower": band[1], "upper": band[2], "traces": moments.n}
+
+
 def _median_label(counts: Mapping[str, int], total: int) -> str | None:
     """The median decided point (a grid label or "never"), in grid order then "never"."""
     seen = 0
@@ -188,3 +215,25 @@ def _median_label(counts: Mapping[str, int], total: int) -> str | None:
         if total and seen * 2 >= total:
             return label
     return None
+
+
+def ends_lines(summary: Mapping[str, Any]) -> list[str]:
+    """Text lines of the first/last mean confidence and of the solved traces, for printed
+    reports (plain text or markdown): one place, so every report words them alike."""
+    if not summary.get("traces"):
+        return []
+    lines = []
+    first, last = summary["confidence_first"], summary["confidence_last"]
+    lines.append(f"confidence at x={first['x']:g}: {_with_band(first)}; "
+                 f"at x={last['x']:g}: {_with_band(last)}")
+    solved, share = summary["solved_traces"], summary["decided_before_end_share"]
+    line = f"solved traces: {solved} of {summary['traces']}"
+    if share is not None:
+        line += (f"; of these, decided before the end (x < {last['x']:g}): "
+                 f"{summary['decided_before_end_count']} ({share:.0%})")
+    lines.append(line)
+    return lines
+
+
+def _with_band(point: Mapping[str, Any]) -> str:
+    return f"{point['mean']:.2f} [{point['lower']:.2f}, {point['upper']:.2f}]"

@@ -41,6 +41,10 @@ class Task(Protocol):
         """Reward-manager score of a decoded prompt+response string."""
         ...
 
+    def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
+        """A short label of the problem's difficulty group (metrics are reported per group)."""
+        ...
+
 
 _REGISTRY: dict[str, Task] = {}
 

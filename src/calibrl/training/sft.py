@@ -95,7 +95,8 @@ def save_model_atomically(model, tokenizer, dest: Path) -> Path:
 def _epoch_rows(problems, config: SFTConfig, tokenizer, epoch: int):
     # Each epoch draws new kinds, confidences and wrong traces for the same problems.
     rng = random.Random(f"sft-data-{config.seed}-{epoch}")
-    conversations = build_conversations(problems, config.mix, rng)
+    conversations = build_conversations(problems, config.mix, rng,
+                                        question=config.confidence_question)
     rows = [tokenize_conversation(tokenizer, c.messages) for c in conversations]
     kept = [r for r in rows if len(r.input_ids) <= config.max_seq_len]
     batches = bucket_batches([len(r.input_ids) for r in kept], config.batch_tokens, rng)

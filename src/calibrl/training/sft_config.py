@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from calibrl.errors import UserError
+from calibrl.rollout.prompts import CONFIDENCE_QUESTION
 from calibrl.training.sft_data import SFTMix
 
 
@@ -43,6 +44,11 @@ class SFTConfig(BaseModel):
                              "(counted in the summary).")
     mix: SFTMix = Field(default_factory=SFTMix, description="Shares of the conversation kinds "
                         "(answer, confidence, rlcr) and of wrong turn-2 contexts.")
+    confidence_question: str = Field(CONFIDENCE_QUESTION, min_length=1, description="The "
+                                     "turn-2 question of confidence conversations; RL and "
+                                     "evaluation must ask the same one "
+                                     "(`rollout.confidence_question`, `eval "
+                                     "--confidence-question`).")
     bf16: bool = Field(True, description="bf16 autocast for forward/backward (weights and "
                        "optimiser stay fp32).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto': cuda if "

@@ -251,7 +251,8 @@ def rlcr_conversation(example: TaskExample, trace: str, confidence: float,
 
 def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: random.Random,
                         grid: Sequence[float] = CONFIDENCE_GRID,
-                        analyses: Sequence[str] = ANALYSIS_POOL) -> list[SFTConversation]:
+                        analyses: Sequence[str] = ANALYSIS_POOL,
+                        question: str = CONFIDENCE_QUESTION) -> list[SFTConversation]:
     """One conversation per problem with a reference solution, of a kind drawn by `mix`.
 
     Problems without a solution are skipped. A turn-2 context is wrong with probability
@@ -274,7 +275,8 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
                 context, correct = wrong, False
         confidence, analysis = rng.choice(grid), rng.choice(analyses)
         if kind == "confidence":
-            out.append(confidence_conversation(example, context, correct, confidence, analysis))
+            out.append(confidence_conversation(example, context, correct, confidence, analysis,
+                                               question))
         else:
             out.append(rlcr_conversation(example, trace, confidence, analysis))
     return out

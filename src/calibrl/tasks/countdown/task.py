@@ -33,6 +33,12 @@ def short_prompt(numbers: Sequence[Any], target: Any) -> str:
             "Think in <think> </think>, answer in <answer> </answer>.")
 
 
+def compact_prompt(numbers: Sequence[Any], target: Any) -> str:
+    """The shortest question (about 12 tokens): for a tiny model trained from scratch, which
+    reads no instructions and learns the format from its warm-up."""
+    return f"Numbers: {' '.join(str(int(n)) for n in numbers)}. Target: {int(target)}."
+
+
 def _tinyzero_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM_PROMPT},
             {"role": "user", "content": user_prompt(numbers, target)}]
@@ -42,7 +48,12 @@ def _short_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str]]
     return [{"role": "user", "content": short_prompt(numbers, target)}]
 
 
-PROMPT_STYLES = {"tinyzero": _tinyzero_messages, "short": _short_messages}
+def _compact_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str]]:
+    return [{"role": "user", "content": compact_prompt(numbers, target)}]
+
+
+PROMPT_STYLES = {"tinyzero": _tinyzero_messages, "short": _short_messages,
+                 "compact": _compact_messages}
 
 
 @dataclass(frozen=True)
@@ -65,3 +76,7 @@ class CountdownTask:
         return compute_score(
             solution_str, ground_truth, format_score=self.format_score, score=self.correct_score
         )
+
+    def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
+        """How many numbers the problem has: the main driver of how hard it is."""
+        return f"{len(ground_truth['numbers'])} numbers"

@@ -1,0 +1,36 @@
+from collections import Counter
+
+import pytest
+
+from calibrl.data import examples_from_instances
+from calibrl.data.mix import difficulty_of, mix_by_difficulty
+from calibrl.errors import UserError
+from calibrl.tasks.countdown.generate import generate_countdown
+
+
+def _examples():
+    train, _ = generate_countdown(120, num_numbers=(2, 4), max_number=20, seed=1, test_size=0,
+                                  size_weights=(1, 3, 2))
+    return examples_from_instances(train, "train", "compact")
+
+
+def test_the_subset_has_the_asked_ratio_and_is_as_large_as_the_scarcest_group_allows():
+    examples = _examples()
+    have = Counter(difficulty_of(e) for e in examples)
+    subset = mix_by_difficulty(examples, {"2 numbers": 2, "3 numbers": 2, "4 numbers": 1})
+    got = Counter(difficulty_of(e) for e in subset)
+    unit = min(have["2 numbers"] / 2, have["3 numbers"] / 2, have["4 numbers"] / 1)
+    assert got == {"2 numbers": int(unit * 2), "3 numbers": int(unit * 2),
+                   "4 numbers": int(unit)}
+    assert len({id(e) for e in subset}) == len(subset)
+    assert mix_by_difficulty(examples, {"2 numbers": 2, "3 numbers": 2, "4 numbers": 1}) == subset
+
+
+def test_groups_left_out_and_errors():
+    examples = _examples()
+    only = mix_by_difficulty(examples, {"3 numbers": 1, "4 numbers": 0})
+    assert {difficulty_of(e) for e in only} == {"3 numbers"}
+    with pytest.raises(UserError, match="no example of difficulty 9 numbers"):
+        mix_by_difficulty(examples, {"9 numbers": 1})
+    with pytest.raises(UserError, match="positive share"):
+        mix_by_difficulty(examples, {"2 numbers": 0})

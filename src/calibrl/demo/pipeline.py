@@ -246,7 +246,7 @@ def run_demo(settings: DemoSettings) -> Path:
     after = timed("evaluation after RL", lambda: stage_eval(settings, rl_model, "eval-after"))
     probe = timed("faithfulness probe", lambda: stage_probe(settings, sft_model))
     console.rule("[bold]results")
-    console.print(results_text(before, after), markup=False)
+    console.print(results_text(before, after), markup=False, soft_wrap=True)
     report = write_report(settings.out_dir, before=before, after=after, timings=timings,
                           probe=probe, settings=settings)
     (settings.out_dir / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")

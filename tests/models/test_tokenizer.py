@@ -9,7 +9,7 @@ import string
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calibrl.models.corpus import CONFIDENCE_QUESTION, CONFIDENCE_QUESTIONS, TAGS
+from calibrl.models.corpus import CONFIDENCE_QUESTION, CONFIDENCE_QUESTIONS
 from calibrl.models.tokenizer import (
     IM_END,
     IM_START,
@@ -17,6 +17,7 @@ from calibrl.models.tokenizer import (
     build_core_tokenizer,
     build_tokenizer,
 )
+from calibrl.protocol.tags import TAGS
 from calibrl.tasks.countdown import COUNTDOWN, compute_score, extract_solution
 from calibrl.tasks.countdown.task import SYSTEM_PROMPT, user_prompt
 

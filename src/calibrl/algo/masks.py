@@ -29,10 +29,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
-THINK_OPEN = "<think>"
-ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
-ANALYSIS_OPEN = "<analysis>"
-CONFIDENCE_OPEN, CONFIDENCE_CLOSE = "<confidence>", "</confidence>"
+from calibrl.protocol.tags import (
+    ANALYSIS_OPEN,
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    CONFIDENCE_CLOSE,
+    CONFIDENCE_OPEN,
+    THINK_OPEN,
+)
 
 SpanKind = Literal["answer", "confidence", "rlcr"]
 SPAN_KINDS: tuple[str, ...] = ("answer", "confidence", "rlcr")

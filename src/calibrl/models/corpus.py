@@ -11,23 +11,18 @@ from __future__ import annotations
 import operator
 import random
 
+from calibrl.protocol.tags import (
+    ANALYSIS_CLOSE,
+    ANALYSIS_OPEN,
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    CONFIDENCE_CLOSE,
+    CONFIDENCE_OPEN,
+    THINK_CLOSE,
+    THINK_OPEN,
+)
 from calibrl.rollout.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
 from calibrl.tasks.countdown.task import SYSTEM_PROMPT, compact_prompt, short_prompt, user_prompt
-
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
-ANALYSIS_OPEN, ANALYSIS_CLOSE = "<analysis>", "</analysis>"
-CONFIDENCE_OPEN, CONFIDENCE_CLOSE = "<confidence>", "</confidence>"
-TAGS = (
-    THINK_OPEN,
-    THINK_CLOSE,
-    ANSWER_OPEN,
-    ANSWER_CLOSE,
-    ANALYSIS_OPEN,
-    ANALYSIS_CLOSE,
-    CONFIDENCE_OPEN,
-    CONFIDENCE_CLOSE,
-)
 
 # Turn-2 questions of the two-turn calibration conversation; the first is the default
 # (`calibrl.rollout.prompts.CONFIDENCE_QUESTION`, the run config's `rollout.confidence_question`).

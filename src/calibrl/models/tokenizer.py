@@ -26,7 +26,8 @@ from __future__ import annotations
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from calibrl.models.corpus import TAGS, tokenizer_corpus
+from calibrl.models.corpus import tokenizer_corpus
+from calibrl.protocol.tags import TAGS
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"

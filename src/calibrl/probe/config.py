@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from calibrl.errors import UserError
+from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 
 DEFAULT_FRACTIONS: tuple[float, ...] = tuple(i / 10 for i in range(11))
 STEPS = "steps"
-FORCED_TEXT = "</think>\n<answer>"
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-ANSWER_STOP = "</answer>"
+FORCED_TEXT = f"{THINK_CLOSE}\n{ANSWER_OPEN}"
+ANSWER_STOP = ANSWER_CLOSE
 
 
 def parse_points(text: str) -> tuple[float, ...] | str:

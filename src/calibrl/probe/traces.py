@@ -26,14 +26,13 @@ from calibrl.errors import UserError
 from calibrl.probe.config import ANSWER_STOP, ProbeConfig
 from calibrl.probe.judge import final_answer_of, judge, judge_completion
 from calibrl.probe.points import char_ends, token_texts
+from calibrl.protocol.tags import ANSWER_OPEN, CONFIDENCE_OPEN
 from calibrl.rewards import parse_confidence
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.rollouts import encode_messages
 from calibrl.rollout.sampling import derive_seed
 from calibrl.rollout.stopping import decode
 from calibrl.tasks import get_task
-
-ANSWER_OPEN = "<answer>"
 
 
 @dataclass(frozen=True)
@@ -141,7 +140,7 @@ def _stated_confidence(value: Any, where: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, str):
-        parsed = parse_confidence(value) if "<confidence>" in value else None
+        parsed = parse_confidence(value) if CONFIDENCE_OPEN in value else None
         if parsed is None:
             try:
                 parsed = float(value)

@@ -15,10 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
 from calibrl.tasks import get_task
-
-CONFIDENCE_OPEN, CONFIDENCE_CLOSE = "<confidence>", "</confidence>"
-ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
 # A plain decimal number, optionally with an exponent and a trailing percent sign. ASCII digits
 # only: Python's float() would also read Arabic-Indic or full-width digits, which no prompt

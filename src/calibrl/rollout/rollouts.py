@@ -18,11 +18,12 @@ from typing import Any, Literal
 
 from calibrl.algo.rollout_tree import AnswerNode, PromptNode, RolloutTree, Sample
 from calibrl.data import TaskExample
+from calibrl.protocol.tags import ANSWER_CLOSE, CONFIDENCE_CLOSE
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
 
-ANSWER_STOP = ("</answer>",)
-CONFIDENCE_STOP = ("</confidence>",)
+ANSWER_STOP = (ANSWER_CLOSE,)
+CONFIDENCE_STOP = (CONFIDENCE_CLOSE,)
 
 
 @dataclass(frozen=True)

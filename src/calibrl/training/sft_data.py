@@ -28,6 +28,16 @@ from fractions import Fraction
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
+from calibrl.protocol.tags import (
+    ANALYSIS_CLOSE,
+    ANALYSIS_OPEN,
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    CONFIDENCE_CLOSE,
+    CONFIDENCE_OPEN,
+    THINK_CLOSE,
+    THINK_OPEN,
+)
 from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
 from calibrl.tasks.countdown import verify_equation_strict
 from calibrl.tasks.countdown.generate import instance_key
@@ -113,12 +123,14 @@ class SFTConversation:
 
 def answer_trace(steps: Sequence[str], equation: str) -> str:
     """The turn-1 completion: the steps inside think tags, then the equation in answer tags."""
-    return "<think>\n" + "\n".join(steps) + "\n</think>\n<answer>" + equation + "</answer>"
+    return (f"{THINK_OPEN}\n" + "\n".join(steps)
+            + f"\n{THINK_CLOSE}\n{ANSWER_OPEN}{equation}{ANSWER_CLOSE}")
 
 
 def confidence_text(analysis: str, confidence: float) -> str:
     """`<analysis>analysis</analysis>\\n<confidence>c</confidence>` (c without trailing zeros)."""
-    return f"<analysis>{analysis}</analysis>\n<confidence>{confidence:g}</confidence>"
+    return (f"{ANALYSIS_OPEN}{analysis}{ANALYSIS_CLOSE}\n"
+            f"{CONFIDENCE_OPEN}{confidence:g}{CONFIDENCE_CLOSE}")
 
 
 # --- wrong traces -----------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""The conventions every layer shares, at the bottom of the package (imports nothing of calibrl)."""

@@ -122,6 +122,13 @@ def test_a_used_up_size_is_dropped_and_the_rest_follow_the_weights():
     assert all(inst.target == inst.numbers[0] for inst in ones)
 
 
+def test_running_out_of_every_weighted_size_is_a_clear_error():
+    # size 1 (5 solvable instances) is the only one with weight: used up, nothing left to draw
+    with pytest.raises(UserError, match="found only 5 of n=6"):
+        generate_countdown(6, num_numbers=(1, 2), max_number=5, target_range=(1, 10),
+                           size_weights=(1, 0), max_tries_per_row=500)
+
+
 @pytest.mark.parametrize("weights, message", [
     ((1, 1), "one size weight per size"),
     ((0, 0, 0), "not all 0"),

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from calibrl.data import examples_from_instances, write_examples
 from calibrl.data.mix import mix_by_difficulty
+from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.tasks.countdown import COUNTDOWN, compute_score
 from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.training.sft_data import SFTMix
@@ -133,9 +134,11 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
                                  "no answer tag": Counter()}
     for inst in test:
         truth = inst.ground_truth
-        prefix = "<|im_start|>assistant\n<think>\n" + "\n".join(inst.solution.steps) + "\n</think>\n"
-        answers = {"reference": f"<answer>{inst.solution.expression}</answer>",
-                   "corrupted": f"<answer>{_corrupt(inst.solution.expression, rng)}</answer>",
+        think = "\n".join(inst.solution.steps)
+        prefix = f"<|im_start|>assistant\n{THINK_OPEN}\n{think}\n{THINK_CLOSE}\n"
+        corrupted = _corrupt(inst.solution.expression, rng)
+        answers = {"reference": f"{ANSWER_OPEN}{inst.solution.expression}{ANSWER_CLOSE}",
+                   "corrupted": f"{ANSWER_OPEN}{corrupted}{ANSWER_CLOSE}",
                    "no answer tag": inst.solution.expression}
         for kind, answer in answers.items():
             kinds[kind][compute_score(prefix + answer, truth)] += 1

@@ -14,10 +14,12 @@ import random
 from calibrl.protocol.tags import (
     ANALYSIS_CLOSE,
     ANALYSIS_OPEN,
+    ANALYSIS_PAIR,
     ANSWER_CLOSE,
     ANSWER_OPEN,
     CONFIDENCE_CLOSE,
     CONFIDENCE_OPEN,
+    CONFIDENCE_PAIR,
     THINK_CLOSE,
     THINK_OPEN,
 )
@@ -29,17 +31,17 @@ from calibrl.tasks.countdown.task import SYSTEM_PROMPT, compact_prompt, short_pr
 CONFIDENCE_QUESTIONS = (
     CONFIDENCE_QUESTION,
     "Now state how confident you are that your answer above is correct. Reply with "
-    "<analysis> </analysis> and <confidence> </confidence> tags, the confidence a number "
+    f"{ANALYSIS_PAIR} and {CONFIDENCE_PAIR} tags, the confidence a number "
     "between 0 and 1.",
     "How confident are you that your answer is correct? Give a short analysis in "
-    "<analysis> </analysis> tags and your confidence, a number between 0 and 1, in "
-    "<confidence> </confidence> tags.",
+    f"{ANALYSIS_PAIR} tags and your confidence, a number between 0 and 1, in "
+    f"{CONFIDENCE_PAIR} tags.",
     "Rate your confidence that the equation above reaches the target. Put your reasoning in "
-    "<analysis> </analysis> tags and a probability from 0 to 1 in <confidence> </confidence> "
+    f"{ANALYSIS_PAIR} tags and a probability from 0 to 1 in {CONFIDENCE_PAIR} "
     "tags.",
     "What is the probability that your previous answer is right? Explain briefly inside "
-    "<analysis> </analysis> and give a number between 0 and 1 inside "
-    "<confidence> </confidence>.",
+    f"{ANALYSIS_PAIR} and give a number between 0 and 1 inside "
+    f"{CONFIDENCE_PAIR}.",
 )
 
 ANALYSIS_SENTENCES = (

@@ -26,7 +26,7 @@ from calibrl.errors import UserError
 from calibrl.probe.config import ANSWER_STOP, ProbeConfig
 from calibrl.probe.judge import final_answer_of, judge, judge_completion
 from calibrl.probe.points import char_ends, token_texts
-from calibrl.protocol.tags import ANSWER_OPEN, CONFIDENCE_OPEN
+from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, CONFIDENCE_OPEN
 from calibrl.rewards import parse_confidence
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.rollouts import encode_messages
@@ -215,7 +215,7 @@ def given_trace(row: Any, line: int, examples: Sequence[TaskExample],
         answer = str(answer)
     final = (final_answer_of(answer) if answer and ANSWER_OPEN in answer
              else (answer.strip() or None) if answer else None)
-    final_correct = final is not None and judge(f"{ANSWER_OPEN}{final}</answer>", ground_truth,
+    final_correct = final is not None and judge(f"{ANSWER_OPEN}{final}{ANSWER_CLOSE}", ground_truth,
                                                 data_source)
     return Trace(
         key=line, index=int(row.get("index", example.index if example else line)),

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from calibrl.protocol.tags import ANALYSIS_PAIR, CONFIDENCE_PAIR
+
 CONFIDENCE_QUESTION = (
     "How confident are you that your answer above is correct? Briefly analyse it in "
-    "<analysis> </analysis> tags, then give a probability between 0 and 1 in "
-    "<confidence> </confidence> tags."
+    f"{ANALYSIS_PAIR} tags, then give a probability between 0 and 1 in "
+    f"{CONFIDENCE_PAIR} tags."
 )
 
 RLCR_INSTRUCTION = (
-    " After the answer, briefly analyse how sure you are in <analysis> </analysis> tags and give "
+    f" After the answer, briefly analyse how sure you are in {ANALYSIS_PAIR} tags and give "
     "the probability that your answer is correct, a number between 0 and 1, in "
-    "<confidence> </confidence> tags."
+    f"{CONFIDENCE_PAIR} tags."
 )
 
 Messages = list[dict[str, str]]

@@ -13,8 +13,8 @@ How an instance is drawn (all from one `random.Random(seed)`, so a seed fixes th
 5. with `size_weights`, a size that yields no new instance in `max_tries_per_row` draws is used
    up (there are only 562 solvable 2-number problems with numbers 1..20 and targets 1..100): it
    is dropped and the draw continues over the other sizes, so the earlier rows (the test split)
-   keep the asked-for mix and the training split takes what is left. Without weights a size that
-   runs out is an error, as before.
+   keep the asked-for mix and the training split takes what is left. Without weights, or when
+   no size with a positive weight is left, running out is an error.
 
 The first `test_size` instances form the test split and the rest the train split, so growing `n`
 with the same seed adds training data without changing the test set.
@@ -141,14 +141,16 @@ def generate_countdown(
         if instance is not None:
             instances.append(instance)
             continue
-        if weights is None or len(sizes) == 1:
-            raise UserError(
-                f"found only {len(instances)} of n={n} distinct solvable instances: "
-                f"{max_tries_per_row} draws in a row with {k} numbers gave no new one; "
-                "lower n or widen the number or target ranges"
-            )
-        i = sizes.index(k)
-        del sizes[i], weights[i]
+        if weights is not None:
+            i = sizes.index(k)
+            del sizes[i], weights[i]
+            if sum(weights) > 0:  # the sizes left can still be drawn
+                continue
+        raise UserError(
+            f"found only {len(instances)} of n={n} distinct solvable instances: "
+            f"{max_tries_per_row} draws in a row with {k} numbers gave no new one; "
+            "lower n or widen the number or target ranges"
+        )
     return instances[n_test:], instances[:n_test]
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from calibrl.demo.pipeline import DemoSettings
-from calibrl.evaluation.run import EvalSettings, evaluate
+from calibrl.evaluation.run import evaluate
 from calibrl.training.config import load_config
 from calibrl.training.trainer import Trainer
 
@@ -36,12 +36,7 @@ def train_and_evaluate(demo: DemoSettings, args: argparse.Namespace, mode: str,
                              f"optim.total_steps={args.steps}",
                              f"logging.output_dir={args.out}", f"logging.run_name={run}"])
     final = Trainer(cfg).train()
-    settings = EvalSettings(mode=EVAL_MODE[mode], samples=demo.eval_samples,
-                            temperature=demo.eval_temperature,
-                            max_answer_tokens=demo.eval_max_answer_tokens,
-                            max_confidence_tokens=demo.eval_max_confidence_tokens,
-                            max_examples=demo.eval_examples, seed=seed,
-                            confidence_question=demo.confidence_question)
+    settings = demo.eval_settings(EVAL_MODE[mode], seed=seed)
     return evaluate(final, data / "test.parquet", args.out / f"eval-{run}", settings, name=run)
 
 

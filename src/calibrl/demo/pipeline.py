@@ -80,6 +80,18 @@ class DemoSettings:
     probe_traces: int = 24
     probe_samples: int = 50
 
+    def eval_settings(self, mode: str = "two_turn", seed: int | None = None) -> Any:
+        """The `EvalSettings` every evaluation of the demo (and its recipes) uses."""
+        from calibrl.evaluation.run import EvalSettings
+
+        return EvalSettings(mode=mode, samples=self.eval_samples,
+                            temperature=self.eval_temperature,
+                            max_answer_tokens=self.eval_max_answer_tokens,
+                            max_confidence_tokens=self.eval_max_confidence_tokens,
+                            max_examples=self.eval_examples,
+                            seed=self.seed if seed is None else seed,
+                            confidence_question=self.confidence_question)
+
     @classmethod
     def toy(cls, out_dir: Path) -> DemoSettings:
         """The same pipeline at a size that runs in seconds (tests)."""
@@ -174,16 +186,10 @@ def stage_sft(settings: DemoSettings) -> Path:
 
 
 def stage_eval(settings: DemoSettings, model_dir: Path, name: str) -> dict[str, Any]:
-    from calibrl.evaluation.run import EvalSettings, evaluate
+    from calibrl.evaluation.run import evaluate
 
-    eval_settings = EvalSettings(mode="two_turn", samples=settings.eval_samples,
-                                 temperature=settings.eval_temperature,
-                                 max_answer_tokens=settings.eval_max_answer_tokens,
-                                 max_confidence_tokens=settings.eval_max_confidence_tokens,
-                                 max_examples=settings.eval_examples, seed=settings.seed,
-                                 confidence_question=settings.confidence_question)
     return evaluate(model_dir, settings.out_dir / "data/test.parquet", settings.out_dir / name,
-                    eval_settings, name=name)
+                    settings.eval_settings(), name=name)
 
 
 def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
@@ -219,10 +225,10 @@ def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
 
 def results_text(before: dict[str, Any], after: dict[str, Any]) -> str:
     """The before/after table, overall and per difficulty, as the console shows it."""
+    from calibrl.demo.report import before_after_rows
     from calibrl.evaluation.compare import group_table, metrics_table
 
-    rows = [{**before, "name": "before RL (SFT)", "mode": "two_turn"},
-            {**after, "name": "after two-turn RLCR", "mode": "two_turn"}]
+    rows = before_after_rows(before, after)
     return metrics_table(rows) + "\n" + (group_table(rows) or "")
 
 

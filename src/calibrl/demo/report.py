@@ -76,12 +76,17 @@ def _probe_section(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def before_after_rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict]:
+    """The two evaluations as rows of `metrics_table` / `group_table`."""
+    return [{**before, "name": "before RL (SFT)", "mode": "two_turn"},
+            {**after, "name": "after two-turn RLCR", "mode": "two_turn"}]
+
+
 def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str, Any],
                  timings: Mapping[str, float], probe: Mapping[str, Any] | None,
                  settings: Any) -> Path:
     """Write `out_dir/report.md` with its PNG figures; returns the report path."""
-    rows = [{**before, "name": "before RL (SFT)", "mode": "two_turn"},
-            {**after, "name": "after two-turn RLCR", "mode": "two_turn"}]
+    rows = before_after_rows(before, after)
     parts = [
         "# calibrl demo report\n",
         f"Tiny Countdown model, {settings.numbers[0]}–{settings.numbers[1]} numbers in "
@@ -90,7 +95,7 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
         "## Before and after RL\n",
         metrics_table(rows),
     ]
-    by_group = group_table([{**before, "name": "before"}, {**after, "name": "after"}])
+    by_group = group_table(rows)
     if by_group is not None:
         parts += ["\n### Per difficulty\n", by_group]
     evals = [out_dir / "eval-before", out_dir / "eval-after"]

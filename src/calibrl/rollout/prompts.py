@@ -11,19 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from calibrl.protocol.tags import ANALYSIS_PAIR, CONFIDENCE_PAIR
-
-CONFIDENCE_QUESTION = (
-    "How confident are you that your answer above is correct? Briefly analyse it in "
-    f"{ANALYSIS_PAIR} tags, then give a probability between 0 and 1 in "
-    f"{CONFIDENCE_PAIR} tags."
-)
-
-RLCR_INSTRUCTION = (
-    f" After the answer, briefly analyse how sure you are in {ANALYSIS_PAIR} tags and give "
-    "the probability that your answer is correct, a number between 0 and 1, in "
-    f"{CONFIDENCE_PAIR} tags."
-)
+# The texts live one floor down (the tokenizer corpus needs them too); re-exported here.
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
 
 Messages = list[dict[str, str]]
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -109,3 +113,28 @@ def test_cli_trains_saves_and_checks(tmp_path):
     assert isinstance(missing.exception, UserError) and "nope.parquet" in str(missing.exception)
     no_budget = _cli(["--data", tmp_path / "train.parquet", "--out", out])
     assert isinstance(no_budget.exception, UserError)
+
+
+def test_precision_other_than_the_process_accelerator_is_a_user_error():
+    """accelerate's state is per process: SFT reports a clash with an earlier Accelerator.
+
+    Run in a fresh interpreter, since the clash would otherwise stay for the whole session."""
+    code = (
+        "from accelerate import Accelerator\n"
+        "from calibrl.errors import UserError\n"
+        "from calibrl.training.sft import make_accelerator\n"
+        "from calibrl.training.sft_config import SFTConfig\n"
+        "Accelerator(mixed_precision='no', cpu=True)\n"
+        "config = SFTConfig(data='d', out='o', steps=1, device='cpu', bf16=True)\n"
+        "try:\n"
+        "    make_accelerator(config)\n"
+        "except UserError as err:\n"
+        "    print('UserError:', err)\n"
+        "print(make_accelerator(config.model_copy(update={'bf16': False})).mixed_precision)\n"
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(src)}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("UserError: sft: AcceleratorState has already been initialized")
+    assert out.stdout.splitlines()[-1] == "no"

@@ -5,10 +5,14 @@ analysis + confidence reply (two_turn) and the single-turn RLCR completion (rlcr
 `sft_data` for the conversations and why their confidences carry no information about
 correctness, `sft_batch` for tokenisation, labels and batching.
 
-The loop is plain PyTorch on one device: AdamW, warm-up then cosine (or constant) learning rate,
-optional bf16 autocast (fast on CPUs with AMX/AVX512-BF16 and on GPUs), gradient clipping, and a
-budget of steps and/or minutes, whichever ends first. Every `log_every` steps a JSON line goes to
-`OUT/sft_log.jsonl`; at the end the model and tokenizer are saved to `OUT/model` atomically.
+The loop runs on accelerate like the RL trainer: the `Accelerator` places the model and batches
+on the device and applies mixed precision ("bf16" autocast when `bf16`, fast on CPUs with
+AMX/AVX512-BF16 and on GPUs; weights and optimiser stay fp32), `accelerator.backward` and
+`accelerator.clip_grad_norm_` do the step, and the saved model is the unwrapped one. AdamW,
+warm-up then cosine (or constant) learning rate, and a budget of steps and/or minutes, whichever
+ends first. Every `log_every` steps a JSON line goes to `OUT/sft_log.jsonl`; at the end the
+model and tokenizer are saved to `OUT/model` atomically. Every process trains on the same
+batches: it is a one-device loop (on CPU in fp32 it computes exactly what plain PyTorch did).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import random
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
+from accelerate import Accelerator
 from tqdm.auto import tqdm
 
 from calibrl.data.example import TaskExample
@@ -76,12 +82,18 @@ def lr_factor(step: int, progress: float, *, warmup_steps: int, scheduler: str,
     return warm * (min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * p)))
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "cuda" and not torch.cuda.is_available():
+def make_accelerator(config: SFTConfig) -> Accelerator:
+    """The run's accelerate `Accelerator`: mixed precision "bf16" when `config.bf16`, else "no";
+    device 'cpu' forces the CPU, 'auto' takes a GPU when there is one."""
+    if config.device == "cuda" and not torch.cuda.is_available():
         raise UserError("device cuda requested but torch sees no GPU")
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        return Accelerator(mixed_precision="bf16" if config.bf16 else "no",
+                           cpu=config.device == "cpu")
+    except ValueError as err:
+        # accelerate keeps one state per process, fixed by the first Accelerator: an SFT run
+        # after an RL run (or another SFT run) in one process must use the same precision.
+        raise UserError(f"sft: {err.args[0] if err.args else err}") from None
 
 
 def save_model_atomically(model, tokenizer, dest: Path) -> Path:
@@ -103,94 +115,157 @@ def _epoch_rows(problems, config: SFTConfig, tokenizer, epoch: int):
     return kept, batches, len(rows) - len(kept)
 
 
-def _train_step(model, optimizer, batch: dict[str, torch.Tensor], config: SFTConfig,
-                device: torch.device) -> tuple[float, float]:
+@dataclass
+class _Tally:
+    """Counters of a run: steps, tokens, the loss since the last log line and of recent steps."""
+
+    config: SFTConfig
+    start: float = field(default_factory=time.perf_counter)
+    step: int = 0
+    epoch: int = 0
+    tokens: int = 0
+    trained: int = 0
+    dropped: int = 0
+    interval_loss: float = 0.0
+    interval_n: int = 0
+    recent: deque = field(default_factory=lambda: deque(maxlen=FINAL_LOSS_WINDOW))
+
+    def progress(self) -> float:
+        """The larger of steps done / steps and time used / minutes (0 -> 1)."""
+        done = self.step / self.config.steps if self.config.steps else 0.0
+        if self.config.minutes is not None:
+            done = max(done, self.elapsed() / (self.config.minutes * 60.0))
+        return done
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def add(self, loss: float, batch: dict[str, torch.Tensor]) -> None:
+        n_trained = int((batch["labels"][:, 1:] != IGNORE).sum())
+        self.step += 1
+        self.tokens += int(batch["attention_mask"].sum())
+        self.trained += n_trained
+        self.recent.append((loss, n_trained))
+        self.interval_loss += loss * n_trained
+        self.interval_n += n_trained
+
+    def log_row(self, lr: float, grad_norm: float) -> dict:
+        """The `sft_log.jsonl` line for the steps since the last one (token-weighted loss)."""
+        elapsed = self.elapsed()
+        row = {"step": self.step, "epoch": self.epoch,
+               "loss": self.interval_loss / max(self.interval_n, 1), "lr": lr,
+               "grad_norm": grad_norm, "tokens": self.tokens, "trained_tokens": self.trained,
+               "tokens_per_s": self.tokens / elapsed, "elapsed_s": elapsed}
+        self.interval_loss, self.interval_n = 0.0, 0
+        return row
+
+    def result(self) -> SFTResult:
+        seconds = self.elapsed()
+        weight = sum(n for _, n in self.recent)
+        final = sum(v * n for v, n in self.recent) / weight if weight else float("nan")
+        return SFTResult(self.step, self.epoch, seconds, self.tokens, self.trained,
+                         self.tokens / seconds, final, self.dropped, None)
+
+
+def _train_step(accelerator: Accelerator, model, optimizer, batch: dict[str, torch.Tensor],
+                config: SFTConfig) -> tuple[float, float]:
     """One optimiser step on `batch` (tensors [B, T]); returns (loss, pre-clip grad norm)."""
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=config.bf16):
+    with accelerator.autocast():
         logits = model(input_ids=batch["input_ids"],
                        attention_mask=batch["attention_mask"]).logits  # [B, T, V]
     loss = token_mean_loss(logits, batch["labels"])  # fp32 whatever the autocast dtype
-    loss.backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+    accelerator.backward(loss)
+    grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return float(loss.detach()), float(grad_norm)
 
 
+def _progress_bar(config: SFTConfig, accelerator: Accelerator) -> tqdm:
+    return tqdm(total=1000, disable=not (config.progress and accelerator.is_main_process),
+                unit="‰", dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
+
+
+@dataclass
+class _Run:
+    """What the steps of a run share: the prepared model and optimiser, the log, the bar."""
+
+    config: SFTConfig
+    accelerator: Accelerator
+    model: Any
+    optimizer: Any
+    pad_id: int
+    log: Any
+    bar: tqdm
+
+
+def _run_epoch(run: _Run, tally: _Tally, rows, batches) -> None:
+    """Steps over one epoch's batches until the budget is spent."""
+    config = run.config
+    for batch_index in batches:
+        factor = lr_factor(tally.step, tally.progress(), warmup_steps=config.warmup_steps,
+                           scheduler=config.scheduler, min_lr_ratio=config.min_lr_ratio)
+        for group in run.optimizer.param_groups:
+            group["lr"] = config.lr * factor
+        batch = {k: v.to(run.accelerator.device) for k, v in
+                 collate([rows[i] for i in batch_index], run.pad_id).items()}
+        value, grad_norm = _train_step(run.accelerator, run.model, run.optimizer, batch, config)
+        tally.add(value, batch)
+        if tally.step % config.log_every == 0 and run.log is not None:
+            run.log.write(json.dumps(tally.log_row(config.lr * factor, grad_norm)) + "\n")
+            run.log.flush()
+        run.bar.n = min(1000, int(1000 * tally.progress()))
+        run.bar.set_postfix_str(f"step {tally.step} loss {value:.3f} "
+                                f"{tally.tokens / tally.elapsed():,.0f} tok/s", refresh=False)
+        run.bar.refresh()
+        if tally.progress() >= 1.0:
+            return
+
+
 def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTConfig,
-              out_dir: Path) -> SFTResult:
+              out_dir: Path, *, save_to: Path | None = None) -> SFTResult:
     """Train `model` in place on conversations built from `problems`; log to `out_dir`.
 
-    Does not save the model (see `save_model_atomically`). Deterministic for a given seed when
-    only `steps` bounds the run (a minutes budget makes the schedule depend on speed).
+    With `save_to`, the trained model (unwrapped from accelerate) and the tokenizer are saved
+    there atomically (`save_model_atomically`) and the result names it. Deterministic for a
+    given seed when only `steps` bounds the run (a minutes budget makes the schedule depend on
+    speed).
     """
-    device = resolve_device(config.device)
+    accelerator = make_accelerator(config)
     torch.manual_seed(config.seed)
-    model.to(device).train()
+    model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
                                   weight_decay=config.weight_decay)
+    prepared, optimizer = accelerator.prepare(model, optimizer)
     pad_id = tokenizer.pad_token_id
     pad_id = tokenizer.eos_token_id if pad_id is None else pad_id  # masked out either way
-    budget_s = config.minutes * 60.0 if config.minutes is not None else None
     out_dir.mkdir(parents=True, exist_ok=True)
-    log = (out_dir / LOG_FILE).open("w", encoding="utf-8")
-    bar = tqdm(total=1000, disable=not config.progress, unit="‰", dynamic_ncols=True,
-               bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
-    recent: deque[tuple[float, int]] = deque(maxlen=FINAL_LOSS_WINDOW)
-    step = epoch = tokens = trained = dropped = 0
-    interval_loss, interval_n = 0.0, 0
-    start = time.perf_counter()
-
-    def progress() -> float:
-        done = step / config.steps if config.steps else 0.0
-        if budget_s is not None:
-            done = max(done, (time.perf_counter() - start) / budget_s)
-        return done
-
+    log = (out_dir / LOG_FILE).open("w", encoding="utf-8") if accelerator.is_main_process else None
+    run = _Run(config, accelerator, prepared, optimizer, pad_id, log,
+               _progress_bar(config, accelerator))
+    tally = _Tally(config)
     try:
-        while progress() < 1.0:
-            rows, batches, epoch_dropped = _epoch_rows(problems, config, tokenizer, epoch)
-            dropped += epoch_dropped
-            epoch += 1
+        while tally.progress() < 1.0:
+            rows, batches, dropped = _epoch_rows(problems, config, tokenizer, tally.epoch)
+            tally.dropped += dropped
+            tally.epoch += 1
             if not batches:
                 raise UserError(f"no SFT conversation fits max_seq_len {config.max_seq_len}")
-            for batch_index in batches:
-                factor = lr_factor(step, progress(), warmup_steps=config.warmup_steps,
-                                   scheduler=config.scheduler, min_lr_ratio=config.min_lr_ratio)
-                for group in optimizer.param_groups:
-                    group["lr"] = config.lr * factor
-                batch = {k: v.to(device) for k, v in
-                         collate([rows[i] for i in batch_index], pad_id).items()}
-                value, grad_norm = _train_step(model, optimizer, batch, config, device)
-                step += 1
-                n_trained = int((batch["labels"][:, 1:] != IGNORE).sum())
-                tokens += int(batch["attention_mask"].sum())
-                trained += n_trained
-                recent.append((value, n_trained))
-                interval_loss += value * n_trained
-                interval_n += n_trained
-                elapsed = time.perf_counter() - start
-                if step % config.log_every == 0:
-                    row = {"step": step, "epoch": epoch, "loss": interval_loss / max(interval_n, 1),
-                           "lr": config.lr * factor, "grad_norm": grad_norm,
-                           "tokens": tokens, "trained_tokens": trained,
-                           "tokens_per_s": tokens / elapsed, "elapsed_s": elapsed}
-                    log.write(json.dumps(row) + "\n")
-                    log.flush()
-                    interval_loss, interval_n = 0.0, 0
-                bar.n = min(1000, int(1000 * progress()))
-                bar.set_postfix_str(f"step {step} loss {value:.3f} {tokens / elapsed:,.0f} tok/s",
-                                    refresh=False)
-                bar.refresh()
-                if progress() >= 1.0:
-                    break
+            _run_epoch(run, tally, rows, batches)
     finally:
-        bar.close()
-        log.close()
-    seconds = time.perf_counter() - start
-    weight = sum(n for _, n in recent)
-    final = sum(v * n for v, n in recent) / weight if weight else float("nan")
-    return SFTResult(step, epoch, seconds, tokens, trained, tokens / seconds, final, dropped, None)
+        run.bar.close()
+        if log is not None:
+            log.close()
+    result = tally.result()
+    # The caller's model without accelerate's wrappers (bf16 patches its forward with autocast).
+    trained = accelerator.unwrap_model(prepared, keep_fp32_wrapper=False)
+    if save_to is None:
+        return result
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        save_model_atomically(trained, tokenizer, save_to)
+    return SFTResult(**{**asdict(result), "model_dir": str(save_to)})
 
 
 def load_model(spec: str, seed: int):
@@ -238,9 +313,7 @@ def run_sft(config: SFTConfig) -> tuple[SFTResult, dict]:
     model, tokenizer = load_model(config.model, config.seed)
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n")
-    result = train_sft(model, tokenizer, problems, config, out)
-    model_dir = save_model_atomically(model, tokenizer, out / MODEL_DIR)
-    result = SFTResult(**{**asdict(result), "model_dir": str(model_dir)})
+    result = train_sft(model, tokenizer, problems, config, out, save_to=out / MODEL_DIR)
     summary = {**asdict(result), "problems": len(problems), "excluded_held_out": excluded,
                "held_out": len(held_out)}
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")

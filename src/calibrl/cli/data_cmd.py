@@ -38,120 +38,149 @@ def parse_range(text: str, option: str) -> tuple[int, int]:
     raise UserError(f"{option} expects LO..HI or a single integer, got {text!r}")
 
 
+# The options of `countdown`, declared here so the command reads as what it does.
+_Out = Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")]
+_N = Annotated[
+    int | None, typer.Option("--n", help="Rows over both splits; with --from, at most this many.")
+]
+_Numbers = Annotated[
+    str | None,
+    typer.Option(
+        "--numbers",
+        help=f"Numbers per instance, LO..HI (default {_fmt(gen.DEFAULT_NUM_NUMBERS)}).",
+    ),
+]
+_SizeWeights = Annotated[
+    str | None,
+    typer.Option(
+        "--size-weights",
+        help="Relative share of each size in --numbers, e.g. 1,2,1 for 2..4 (default: "
+        "uniform). A size whose solvable problems run out is dropped from the rest of "
+        "the data, so the test split keeps the mix.",
+    ),
+]
+_MaxNumber = Annotated[
+    int | None,
+    typer.Option(
+        "--max-number", help=f"Numbers are drawn from 1..M (default {gen.DEFAULT_MAX_NUMBER})."
+    ),
+]
+_Targets = Annotated[
+    str | None,
+    typer.Option(
+        "--targets", help=f"Target range LO..HI (default {_fmt(gen.DEFAULT_TARGET_RANGE)})."
+    ),
+]
+_Seed = Annotated[int | None, typer.Option("--seed", help="Random seed (default 0).")]
+_TestSize = Annotated[int | None, typer.Option("--test-size", help="Rows in the test split.")]
+_TestFraction = Annotated[
+    float | None,
+    typer.Option(
+        "--test-fraction",
+        help=f"Share of rows in the test split (default {gen.DEFAULT_TEST_FRACTION}).",
+    ),
+]
+_From = Annotated[
+    Path | None,
+    typer.Option(
+        "--from",
+        help="Convert this TinyZero/verl parquet or {target, nums} parquet/json/jsonl file "
+        "instead of generating.",
+    ),
+]
+_Solve = Annotated[
+    bool,
+    typer.Option(
+        "--solve/--no-solve",
+        help="With --from: attach reference solutions and drop unsolvable rows.",
+    ),
+]
+_PromptStyle = Annotated[
+    str,
+    typer.Option("--prompt-style", help="'tinyzero' (system prompt + TinyZero's question), "
+                 "'short' (a compact question for small models) or 'compact' (just the "
+                 "numbers and the target, for a tiny model trained from scratch)."),
+]
+
+
 @app.command()
 def countdown(
-    out: Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")],
-    n: Annotated[
-        int | None,
-        typer.Option("--n", help="Rows over both splits; with --from, at most this many."),
-    ] = None,
-    numbers: Annotated[
-        str | None,
-        typer.Option(
-            "--numbers",
-            help=f"Numbers per instance, LO..HI (default {_fmt(gen.DEFAULT_NUM_NUMBERS)}).",
-        ),
-    ] = None,
-    size_weights: Annotated[
-        str | None,
-        typer.Option(
-            "--size-weights",
-            help="Relative share of each size in --numbers, e.g. 1,2,1 for 2..4 (default: "
-            "uniform). A size whose solvable problems run out is dropped from the rest of "
-            "the data, so the test split keeps the mix.",
-        ),
-    ] = None,
-    max_number: Annotated[
-        int | None,
-        typer.Option(
-            "--max-number", help=f"Numbers are drawn from 1..M (default {gen.DEFAULT_MAX_NUMBER})."
-        ),
-    ] = None,
-    targets: Annotated[
-        str | None,
-        typer.Option(
-            "--targets", help=f"Target range LO..HI (default {_fmt(gen.DEFAULT_TARGET_RANGE)})."
-        ),
-    ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default 0).")] = None,
-    test_size: Annotated[
-        int | None, typer.Option("--test-size", help="Rows in the test split.")
-    ] = None,
-    test_fraction: Annotated[
-        float | None,
-        typer.Option(
-            "--test-fraction",
-            help=f"Share of rows in the test split (default {gen.DEFAULT_TEST_FRACTION}).",
-        ),
-    ] = None,
-    from_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--from",
-            help="Convert this TinyZero/verl parquet or {target, nums} parquet/json/jsonl file "
-            "instead of generating.",
-        ),
-    ] = None,
-    solve: Annotated[
-        bool,
-        typer.Option(
-            "--solve/--no-solve",
-            help="With --from: attach reference solutions and drop unsolvable rows.",
-        ),
-    ] = True,
-    prompt_style: Annotated[
-        str,
-        typer.Option("--prompt-style", help="'tinyzero' (system prompt + TinyZero's question), "
-                     "'short' (a compact question for small models) or 'compact' (just the "
-                     "numbers and the target, for a tiny model trained from scratch)."),
-    ] = "tinyzero",
+    out: _Out,
+    n: _N = None,
+    numbers: _Numbers = None,
+    size_weights: _SizeWeights = None,
+    max_number: _MaxNumber = None,
+    targets: _Targets = None,
+    seed: _Seed = None,
+    test_size: _TestSize = None,
+    test_fraction: _TestFraction = None,
+    from_path: _From = None,
+    solve: _Solve = True,
+    prompt_style: _PromptStyle = "tinyzero",
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
-    from calibrl.data import convert_countdown_file, examples_from_instances, write_examples
+    from calibrl.data import write_examples
     from calibrl.tasks.countdown.task import PROMPT_STYLES
 
     if prompt_style not in PROMPT_STYLES:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
                         f"{', '.join(PROMPT_STYLES)}")
-
-    generation = {
-        "--numbers": numbers,
-        "--size-weights": size_weights,
-        "--max-number": max_number,
-        "--targets": targets,
-        "--seed": seed,
-    }
+    generation = {"--numbers": numbers, "--size-weights": size_weights,
+                  "--max-number": max_number, "--targets": targets, "--seed": seed}
     if from_path is not None:
         given = [name for name, value in generation.items() if value is not None]
         if given:
             raise UserError(f"{', '.join(given)} only apply when generating, not with --from")
-        result = convert_countdown_file(
-            from_path, n=n, test_size=test_size, test_fraction=test_fraction, solve_rows=solve
-        )
-        train, test = result.train, result.test
-        typer.echo(
-            f"read {result.rows_read} rows from {from_path}; dropped {result.duplicates} "
-            f"duplicates and {result.unsolvable} unsolvable"
-        )
+        train, test = _convert(from_path, n, test_size, test_fraction, solve)
     else:
         if n is None:
             raise UserError("--n is required unless --from is given")
-        options = {}
-        if numbers is not None:
-            options["num_numbers"] = parse_range(numbers, "--numbers")
-        if size_weights is not None:
-            options["size_weights"] = parse_weights(size_weights, "--size-weights")
-        if targets is not None:
-            options["target_range"] = parse_range(targets, "--targets")
-        if max_number is not None:
-            options["max_number"] = max_number
-        if seed is not None:
-            options["seed"] = seed
-        train_instances, test_instances = gen.generate_countdown(
-            n, test_size=test_size, test_fraction=test_fraction, **options
-        )
-        train = examples_from_instances(train_instances, "train", prompt_style)
-        test = examples_from_instances(test_instances, "test", prompt_style)
+        options = _generator_options(numbers, size_weights, targets, max_number, seed)
+        train, test = _generate(n, test_size, test_fraction, prompt_style, options)
     train_path = write_examples(out / "train.parquet", train)
     test_path = write_examples(out / "test.parquet", test)
     typer.echo(f"wrote {train_path} ({len(train)} rows) and {test_path} ({len(test)} rows)")
+
+
+def _convert(from_path: Path, n: int | None, test_size: int | None,
+             test_fraction: float | None, solve: bool) -> tuple[list, list]:
+    """`--from`: the file's rows as train and test examples (deduplicated, optionally solved)."""
+    from calibrl.data import convert_countdown_file
+
+    result = convert_countdown_file(
+        from_path, n=n, test_size=test_size, test_fraction=test_fraction, solve_rows=solve
+    )
+    typer.echo(
+        f"read {result.rows_read} rows from {from_path}; dropped {result.duplicates} "
+        f"duplicates and {result.unsolvable} unsolvable"
+    )
+    return result.train, result.test
+
+
+def _generator_options(numbers: str | None, size_weights: str | None, targets: str | None,
+                       max_number: int | None, seed: int | None) -> dict:
+    """`generate_countdown` keyword arguments for the options given (the others keep defaults)."""
+    options: dict = {}
+    if numbers is not None:
+        options["num_numbers"] = parse_range(numbers, "--numbers")
+    if size_weights is not None:
+        options["size_weights"] = parse_weights(size_weights, "--size-weights")
+    if targets is not None:
+        options["target_range"] = parse_range(targets, "--targets")
+    if max_number is not None:
+        options["max_number"] = max_number
+    if seed is not None:
+        options["seed"] = seed
+    return options
+
+
+def _generate(n: int, test_size: int | None, test_fraction: float | None, prompt_style: str,
+              options: dict) -> tuple[list, list]:
+    """New instances, each proven solvable, as train and test examples."""
+    from calibrl.data import examples_from_instances
+
+    train_instances, test_instances = gen.generate_countdown(
+        n, test_size=test_size, test_fraction=test_fraction, **options
+    )
+    return (examples_from_instances(train_instances, "train", prompt_style),
+            examples_from_instances(test_instances, "test", prompt_style))

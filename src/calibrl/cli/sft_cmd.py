@@ -18,6 +18,16 @@ def _help(name: str) -> str:
     return f"{field.description} (default: {field.get_default()})"
 
 
+def _check_args(minutes: float | None, steps: int | None, check: int, exclude: list[Path]
+                ) -> None:
+    if minutes is None and steps is None:
+        raise UserError("give --minutes and/or --steps")
+    if check < 0:
+        raise UserError(f"--check must be at least 0, got {check}")
+    if check and not exclude:
+        raise UserError("--check needs held-out problems: pass --exclude TEST.parquet")
+
+
 def sft(
     data: Path = typer.Option(..., "--data", help=_help("data")),
     out: Path = typer.Option(..., "--out", help=_help("out")),
@@ -45,12 +55,7 @@ def sft(
                               "accuracy."),
 ) -> None:
     """Teach a model the answer and confidence formats before RL; saves OUT/model."""
-    if minutes is None and steps is None:
-        raise UserError("give --minutes and/or --steps")
-    if check < 0:
-        raise UserError(f"--check must be at least 0, got {check}")
-    if check and not exclude:
-        raise UserError("--check needs held-out problems: pass --exclude TEST.parquet")
+    _check_args(minutes, steps, check, exclude)
     given = {
         "model": model, "minutes": minutes, "steps": steps, "lr": lr, "batch_tokens": batch_tokens,
         "warmup_steps": warmup_steps, "scheduler": scheduler, "bf16": bf16, "device": device,

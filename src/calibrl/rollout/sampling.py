@@ -51,6 +51,19 @@ def derive_seed(seed: int, *keys: int) -> int:
     return h & 0x7FFFFFFF
 
 
+def step_seed(seed: int, step: int, rank: int = 0, world_size: int = 1) -> int:
+    """The 31-bit sampling seed of training step `step` on process `rank` of `world_size`.
+
+    `offset + step * world_size + rank (mod 2**31)`, the offset a hash of `seed`: within a run
+    no two (step, rank) pairs share a seed until `step * world_size` reaches 2**31, whatever the
+    number of processes, and runs with different seeds start at unrelated offsets. (Seeds below
+    2**31 stay distinct after the rollout's `2 * seed + turn`, which `uniforms` reads mod 2**32.)
+    """
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} outside a world of {world_size} processes")
+    return (derive_seed(seed) + step * world_size + rank) % 2**31
+
+
 def uniforms(seed: int, context: torch.Tensor, sample: torch.Tensor, step: int) -> torch.Tensor:
     """Uniform numbers in [0, 1), one per row, a pure function of `(seed, context, sample, step)`.
 

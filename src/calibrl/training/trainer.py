@@ -1,13 +1,23 @@
-"""The RL loop: sample prompts -> rollout -> rewards -> advantages -> clipped policy-gradient
-passes -> optimiser step -> push weights to the engine -> log -> checkpoint.
+"""The RL loop. One step: take the next prompts -> roll out (answers, and confidences in the
+two-turn mode) -> score -> advantages -> `ppo_epochs` passes over the batch in micro-batches,
+each pass ending with one optimiser and one scheduler step -> hand the weights to the engine
+-> log -> checkpoint every `checkpoint.every` steps.
 
-Everything algorithmic is a call into `calibrl.algo` / `calibrl.rollout`; this module only wires
-them with accelerate, so the same code runs on CPU, one GPU, or DDP/FSDP/DeepSpeed under
-`accelerate launch -m calibrl train ...`. Each process rolls out its own shard of prompts;
-gradients are averaged by accelerate.
+The clipped policy-gradient loss compares with the log-probs of the policy before the step:
+with one pass they are the current ones detached (ratio 1, TRL's convention), with more they
+are computed once before the first pass. With `kl_coef > 0` a frozen copy of the initial
+model gives the reference log-probs of the KL term.
 
-Randomness per step is derived from `(seed, step)` (sampling seeds) and the data position, so a run
-resumed from a checkpoint continues exactly as the uninterrupted run would have.
+Everything algorithmic is a call into `calibrl.algo` / `calibrl.rollout`; this module wires them
+with accelerate (device placement, mixed precision, gradient averaging), so the same code runs
+on CPU, one GPU, or several processes under `accelerate launch -m calibrl train ...`: each
+process rolls out its own shard of the prompts and the gradients are averaged. The rollout
+generates with the unwrapped local model, so every process holds the whole model (DDP was
+checked on CPU; sharded setups such as FSDP or DeepSpeed ZeRO-3 were not).
+
+Randomness: a step's sampling seed is derived from `(seed, step, process)` (`step_seed`) and the
+prompts from the seeded data order and position (`PromptSampler`), so a run resumed from a
+checkpoint continues exactly as the uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from calibrl.data import load_examples
 from calibrl.models.loading import load_policy, resolve_model_path
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import ROLLOUTS, RolloutSettings
+from calibrl.rollout.sampling import step_seed
 from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import find_checkpoint, save_checkpoint, set_rng_state
 from calibrl.training.config import Config, dump_config
@@ -144,7 +155,8 @@ class Trainer:
     def _rollout(self):
         batch_examples = [self.examples[i] for i in self.sampler.next(
             self.cfg.rollout.prompts_per_step)]
-        seed = (self.cfg.seed * 1_000_003 + self.step) * 64 + self.accelerator.process_index
+        seed = step_seed(self.cfg.seed, self.step, self.accelerator.process_index,
+                         self.accelerator.num_processes)
         self.model.eval()
         with torch.no_grad(), self.accelerator.autocast():
             tree = ROLLOUTS[self.cfg.algorithm.mode](self.engine, self.tokenizer, batch_examples,

@@ -1,6 +1,6 @@
 """Algorithm core: pure functions on tensors (masks, advantages, losses, rollout batches).
 
-The vocabulary follows spec §3: prompt j, answer k (G_a per prompt), confidence h (G_c per answer).
+Indices throughout: prompt j, answer k (G_a per prompt), confidence h (G_c per answer).
 """
 
 from calibrl.algo.advantages import (

@@ -1,4 +1,5 @@
-"""Advantages of spec §3: answers per prompt, confidences per answer (never mixed by default).
+"""Group-normalised advantages: answers per prompt, confidences per answer (never mixed by
+default).
 
 Every normalisation is `(r - mean) / (std + eps)` over a group, with the population std (1/G),
 or `r - mean` when `normalize_std=False`; the result is multiplied by a weight `lam`
@@ -110,7 +111,8 @@ def confidence_advantages_by_group(
         rewards: `[N]` confidence rewards.
         prompt_group: `[N]` id of each row's prompt.
         answer_group: `[N]` id of each row's answer; unique across the whole batch, not per prompt.
-        level: "answer" normalises over each answer's siblings (the seed's recommendation);
+        level: "answer" (the default) normalises over each answer's siblings, so a confidence
+            is compared only with other confidences about the same answer;
             "answer_then_prompt" z-scores those values again over all confidences of the prompt
             (same std/eps rule); "prompt" normalises over all confidences of the prompt at once,
             mixing different answers (kept for ablations).

@@ -1,4 +1,4 @@
-"""Span masks: which generated tokens a sample trains (spec §3, "Masks").
+"""Span masks: which generated tokens a sample trains.
 
 - answer rows: from `<think>` to the end of `</answer>`;
 - confidence rows: from `<analysis>` (or `<confidence>` when there is none) to the end of
@@ -6,11 +6,10 @@
 - single-turn RLCR rows: from `<think>` to the end of `</confidence>` (the one completion holds
   think, answer, analysis and confidence, so the answer span and the confidence span joined).
 
-Rules shared by the three, decided where the seed is silent:
+Rules shared by the three, for the cases the spans above leave open:
 - A completion without a complete closing block (no `<answer>…</answer>`, no
-  `<confidence>…</confidence>`; e.g. truncated) trains entirely: its reward is a format failure
-  and every generated token shares that signal. This is the seed's "end of sequence where
-  `<answer>` is missing".
+  `<confidence>…</confidence>`; e.g. truncated) trains entirely, to the end of the sequence:
+  its reward is a format failure and every generated token shares that signal.
 - The span runs from the first start tag to the end of the *last* closing tag, so repeated blocks
   are all inside it; a missing `<think>` starts it at the first generated token (the chat template
   may have put `<think>` in the prompt). It is never shrunk to the inside of the tags.

@@ -1,4 +1,4 @@
-"""The clipped policy-gradient loss of spec §3, on `[B, R]` response tensors.
+"""The clipped policy-gradient loss (PPO / GRPO surrogate), on `[B, R]` response tensors.
 
 Per token, with `r = exp(logp - old_logp)` and advantage `A`:
 
@@ -10,8 +10,8 @@ Answer and confidence rows sit in one batch; each row's own `loss_mask` and `adv
 what it trains, so nothing here depends on the sample type except the reported metrics.
 
 Aggregation over the batch (`agg`):
-- "token_mean": `sum(l * M) / (sum(M) + eta)`, the seed's normalisation (every token weighs the
-  same, whichever row it is in);
+- "token_mean" (the default): `sum(l * M) / (sum(M) + eta)`; every token weighs the same,
+  whichever row it is in;
 - "seq_mean_token_mean": GRPO; each row's masked mean, then the mean over rows with a non-empty
   mask;
 - "seq_mean_token_sum_norm": Dr. GRPO; `sum(l * M) / (rows * max_len)`, a constant normaliser

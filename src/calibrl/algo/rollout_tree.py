@@ -1,4 +1,4 @@
-"""The rollout tree of spec §3: prompt j -> answers k (G_a) -> confidences h (G_c).
+"""The rollout tree: prompt j -> its G_a answers k -> each answer's G_c confidences h.
 
 One structure serves the three training modes:
 - `two_turn`: answers hold `<think>…</answer>`; each answer has confidence samples generated in a

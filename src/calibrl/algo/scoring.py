@@ -1,4 +1,4 @@
-"""Write rewards into a rollout tree, per its mode (spec §3, "Rewards").
+"""Write rewards into a rollout tree, per its mode.
 
 - `two_turn`: each answer gets `acc` (0/1 from the task's verifier) and each of its confidences
   `brier_reward(acc, text)`;

@@ -1,4 +1,4 @@
-"""Logging statistics of a scored rollout tree (spec §3, "Logging").
+"""Logging statistics of a scored rollout tree: rewards, accuracy, confidence and spread.
 
 `rollout_stats` gives scalars; `histogram_values` the raw values for histograms (TensorBoard's
 `add_histogram`), and `confidence_histogram` fixed-bin counts over [0, 1].

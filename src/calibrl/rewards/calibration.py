@@ -1,4 +1,4 @@
-"""Calibration rewards: accuracy, Brier, and the single-turn RLCR reward (spec §3).
+"""Calibration rewards: accuracy, Brier, and the single-turn RLCR reward.
 
 Two-turn RLCR scores turn 1 with `accuracy_reward` (0/1 from the task's verifier) and each turn-2
 confidence with `brier_reward(acc, text) = 1 - (acc - c)^2`, or 0 when `c` cannot be parsed.
@@ -71,7 +71,7 @@ def _as_correct(correct: bool | float) -> float:
 def accuracy_reward(
     answer_text: str, ground_truth: Mapping[str, Any], data_source: str = "countdown"
 ) -> float:
-    """1.0 if the task's verifier accepts `answer_text`, else 0.0 (the seed's `acc_reward`).
+    """1.0 if the task's verifier accepts `answer_text`, else 0.0: the answer reward of every mode.
 
     `answer_text` is the turn-1 completion (or just its answer part); the verifier of the task
     registered for `data_source` decides. A verifier that raises on hostile text counts as wrong.

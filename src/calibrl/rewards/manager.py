@@ -1,4 +1,4 @@
-"""The batch reward manager of the spec (verl's `RewardManager`, made robust).
+"""A batch reward manager with the interface of verl's `RewardManager`, made robust.
 
 For each row: decode the valid prompt tokens followed by the valid response tokens into one string,
 pick the scorer by `data_source`, and write the score at the position of the last valid response

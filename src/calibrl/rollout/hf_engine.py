@@ -1,13 +1,22 @@
-"""Transformers generation engine (CPU or GPU) with shared-prefix cache reuse.
+"""Transformers generation engine (CPU or GPU): batched sampling with a KV cache.
 
-Each context is encoded once, then its cache is repeated for its `n` samples: turn 2 of the
-two-turn rollout encodes every (prompt, answer) once rather than once per confidence sample.
-`generate_from_shared_prefix` goes further for the faithfulness probe: one long sequence is
-encoded once and many contexts `prefix[:cut] + suffix` branch off it.
+`generate(prompts, params)` encodes each prompt once and repeats its cache for its `n` samples
+(the expand step of `kv_cache`): turn 2 of the two-turn rollout encodes each (prompt, answer,
+question) once rather than once per confidence sample. Contexts are sorted longest first and
+packed into chunks of at most `max_batch_size` decoded rows (`plan_chunks`; a context whose
+samples straddle two chunks is encoded in both). Rows are decoded by
+`calibrl.rollout.decode.decode_rows` and leave the batch, and the cache, as soon as they stop.
 
-The engine shares the training model object, so `update_weights` is a reference swap.
-Sampling is batch-invariant (see `calibrl.rollout.sampling`): results do not depend on
-`max_batch_size`, on cache reuse or on the order of contexts.
+`generate_from_shared_prefix(prefix, branches, params)` encodes one sequence once and samples
+after many contexts `prefix[:cut] + suffix` read from crops of its cache; its samples equal
+those of `generate` on the concatenated contexts. (The faithfulness probe has its own sampler,
+`calibrl.probe.sampler.CachedSampler`, which keeps a prefix once rather than once per row.)
+
+Full-attention models only (sliding-window layers would need another cache layout). The engine
+shares the training model object, so `update_weights` is a reference swap. Sampling is
+batch-invariant (see `calibrl.rollout.sampling`): results do not depend on `max_batch_size`, on
+cache reuse or on the order of contexts. `stats` counts the tokens encoded and generated and the
+time spent on each (the rollout benchmark reads it).
 """
 
 from __future__ import annotations

@@ -95,7 +95,8 @@ class AlgorithmConfig(_Section):
                                     "advantages; None disables.")
     loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = Field(
         "token_mean", description="Loss normalisation: over all masked tokens of the batch "
-        "(seed), per-sequence mean (GRPO), or sum / (rows * max_len) (Dr. GRPO).")
+        "(every token weighs the same), per-sequence mean (GRPO), or sum / (rows * max_len) "
+        "(Dr. GRPO).")
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference model; 0 loads "
                            "no reference model.")
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator.")

@@ -1,4 +1,4 @@
-"""Countdown: the reward functions of the spec (§1) and the task built on them."""
+"""Countdown: TinyZero's reward functions (made safe) and the task built on them."""
 
 from calibrl.tasks.base import register_task
 from calibrl.tasks.countdown.reward import (

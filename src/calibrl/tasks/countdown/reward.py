@@ -2,8 +2,8 @@
 
 `compute_score` returns 0 when no equation can be extracted, `format_score` when one is extracted
 but uses the wrong numbers, fails to evaluate or misses the target, and `score` when it hits the
-target within 1e-5. Every step follows the reference implementation exactly (see
-`shared/spec/README.md` §1); the differences are only in cost:
+target within 1e-5. Every step follows TinyZero's `countdown.py` reward exactly (a transcription
+in `tests/reference/countdown_eval.py` is the tests' oracle); the differences are only in cost:
 
 * `extract_solution` scans for `<answer>...</answer>` with `str.find` (linear), where the lazy
   regex of the reference is quadratic on a line with many unclosed `<answer>` tags;

@@ -16,6 +16,7 @@ import torch
 
 from calibrl.algo.advantages import (
     ConfidenceLevel,
+    StdScope,
     answer_advantages_by_group,
     confidence_advantages_by_group,
 )
@@ -163,12 +164,14 @@ def row_advantages(
     lambda_conf: float = 1.0,
     confidence_level: ConfidenceLevel = "answer",
     normalize_std: bool = True,
+    confidence_std_scope: StdScope = "group",
     eps: float = 1e-6,
 ) -> torch.Tensor:
     """Scalar advantage `[B]` of each row (as from `iter_rows`), from each sample's `reward`.
 
     Answer rows: normalised per prompt, times `lambda_ans` (this is also the single-turn RLCR and
-    RLVR advantage). Confidence rows: per `confidence_level`, times `lambda_conf`.
+    RLVR advantage). Confidence rows: per `confidence_level` and `confidence_std_scope` (see
+    `confidence_advantages_by_group`), times `lambda_conf`.
     """
     rewards = torch.tensor([row.sample.reward for row in rows], dtype=torch.float64)
     prompt_group = torch.tensor([row.prompt_group for row in rows], dtype=torch.long)
@@ -191,6 +194,7 @@ def row_advantages(
             answer_group[is_conf],
             level=confidence_level,
             normalize_std=normalize_std,
+            std_scope=confidence_std_scope,
             eps=eps,
             lam=lambda_conf,
         )
@@ -213,6 +217,7 @@ def build_train_batch(
     lambda_conf: float = 1.0,
     confidence_level: ConfidenceLevel = "answer",
     normalize_std: bool = True,
+    confidence_std_scope: StdScope = "group",
     eps: float = 1e-6,
     pad_token_id: int | None = None,
     eos_ids: Iterable[int] | None = None,
@@ -222,7 +227,8 @@ def build_train_batch(
     Args:
         tree: a tree whose samples carry their `reward` (see `calibrl.algo.scoring.score_tree`).
         tokenizer: decodes generated ids for the span masks; its `pad_token_id` pads.
-        lambda_ans, lambda_conf, confidence_level, normalize_std, eps: see `row_advantages`.
+        lambda_ans, lambda_conf, confidence_level, normalize_std, confidence_std_scope, eps: see
+            `row_advantages`.
         pad_token_id: overrides the tokenizer's pad id (falls back to its EOS id, then 0).
         eos_ids: ids that count as end of sequence for the masks (default: the tokenizer's).
     """
@@ -272,6 +278,7 @@ def build_train_batch(
         lambda_conf=lambda_conf,
         confidence_level=confidence_level,
         normalize_std=normalize_std,
+        confidence_std_scope=confidence_std_scope,
         eps=eps,
     )  # [B]
     return TrainBatch(

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from calibrl.data import examples_from_instances, write_examples
-from calibrl.data.mix import mix_by_difficulty
+from calibrl.data.mix import mix_by_difficulty, resample_by_difficulty
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.tasks.countdown import COUNTDOWN, compute_score
 from calibrl.tasks.countdown.generate import generate_countdown
@@ -61,6 +61,10 @@ class DemoSettings:
     size_weights: tuple[float, ...] = (2.0, 2.0, 1.0)
     max_number: int = 20
     prompt_style: str = "compact"
+    # The SFT data's mix: training rows resampled (easy ones repeated) so that the scarce 2-number
+    # problems are a real share of the warm-up, not 2 % of it (None: the training split as is).
+    sft_size_weights: tuple[float, ...] | None = (2.0, 3.0, 1.0)
+    sft_problems: int = 18000
     confidence_question: str = DEMO_CONFIDENCE_QUESTION
     model_sizes: dict[str, int] = field(
         default_factory=lambda: {"hidden_size": 192, "num_layers": 4, "num_heads": 4})
@@ -95,7 +99,7 @@ class DemoSettings:
     @classmethod
     def toy(cls, out_dir: Path) -> DemoSettings:
         """The same pipeline at a size that runs in seconds (tests)."""
-        return cls(out_dir=out_dir, n_problems=40, test_size=8, max_number=12,
+        return cls(out_dir=out_dir, n_problems=40, test_size=8, max_number=12, sft_problems=40,
                    sft_steps=3,
                    model_sizes={"hidden_size": 32, "num_layers": 1, "num_heads": 2},
                    eval_examples=8, eval_samples=1, eval_max_answer_tokens=8,
@@ -118,11 +122,13 @@ def _corrupt(expression: str, rng: random.Random) -> str:
     return expression[:i] + rng.choice([o for o in "+-*/" if o != expression[i]]) + expression[i + 1:]
 
 
-def size_shares(settings: DemoSettings) -> dict[str, float]:
-    """`size_weights` keyed by the task's difficulty labels ("2 numbers", ...)."""
+def size_shares(settings: DemoSettings, weights: tuple[float, ...] | None = None
+                ) -> dict[str, float]:
+    """`weights` (default `size_weights`) keyed by the task's difficulty labels ("2 numbers", ...)."""
     sizes = range(settings.numbers[0], settings.numbers[1] + 1)
+    weights = settings.size_weights if weights is None else weights
     return {COUNTDOWN.difficulty({"numbers": [1] * k}): w
-            for k, w in zip(sizes, settings.size_weights, strict=True)}
+            for k, w in zip(sizes, weights, strict=True)}
 
 
 def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str, Counter]:
@@ -138,8 +144,17 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
                    examples_from_instances(test, "test", settings.prompt_style))
     rl_rows = mix_by_difficulty(train_rows, size_shares(settings), seed=settings.seed)
     write_examples(data_dir / "rl.parquet", rl_rows)
+    sft_rows = train_rows
+    if settings.sft_size_weights is not None:
+        sft_rows = resample_by_difficulty(train_rows, size_shares(settings,
+                                                                  settings.sft_size_weights),
+                                          n=settings.sft_problems, seed=settings.seed)
+    write_examples(data_dir / "sft.parquet", sft_rows)
     console.print(f"data: {len(train)} train / {len(test)} test problems in {data_dir}; RL "
-                  f"prompts: {len(rl_rows)} of the training problems in the test split's mix")
+                  f"prompts: {len(rl_rows)} of the training problems in the test split's mix; "
+                  f"SFT: {len(sft_rows)} rows of them"
+                  + ("" if settings.sft_size_weights is None else
+                     f" resampled to sizes {settings.sft_size_weights}"))
 
     rng = random.Random(settings.seed)
     kinds: dict[str, Counter] = {"reference": Counter(), "corrupted": Counter(),
@@ -175,7 +190,7 @@ def stage_sft(settings: DemoSettings) -> Path:
     init = create_tiny_model(out / "init", seed=settings.seed, overwrite=True,
                              **settings.model_sizes)
     data = settings.out_dir / "data"
-    config = SFTConfig(data=str(data / "train.parquet"), exclude=(str(data / "test.parquet"),),
+    config = SFTConfig(data=str(data / "sft.parquet"), exclude=(str(data / "test.parquet"),),
                        out=str(out), model=str(init), overwrite=True, seed=settings.seed,
                        minutes=settings.sft_minutes, steps=settings.sft_steps,
                        lr=settings.sft_lr, batch_tokens=settings.sft_batch_tokens,

@@ -88,6 +88,12 @@ class AlgorithmConfig(_Section):
         "(mixes answers; ablation only).")
     normalize_std: bool = Field(True, description="Divide advantages by the group std "
                                 "(population) + eps; mean-centring only when false.")
+    confidence_std_scope: Literal["group", "batch"] = Field(
+        "group", description="With normalize_std, the std that scales confidence advantages: "
+        "each group's own (the spec's formula; with num_generations_confidence=2 every "
+        "advantage becomes +-1 and the confidence drifts to the majority outcome), or one std "
+        "over the batch after centring within groups (keeps the Brier differences' sizes, so "
+        "confidence moves toward the accuracy).")
     eps: float = Field(1e-6, gt=0, description="Added to the std in advantage normalisation.")
     clip_low: float = Field(0.2, ge=0, lt=1, description="Lower PPO clip range (1 - clip_low).")
     clip_high: float = Field(0.2, ge=0, description="Upper PPO clip range (1 + clip_high).")

@@ -197,7 +197,8 @@ class Trainer:
         batch = build_train_batch(tree, self.tokenizer, lambda_ans=algo.lambda_ans,
                                   lambda_conf=algo.lambda_conf,
                                   confidence_level=algo.confidence_level,
-                                  normalize_std=algo.normalize_std, eps=algo.eps)
+                                  normalize_std=algo.normalize_std,
+                                  confidence_std_scope=algo.confidence_std_scope, eps=algo.eps)
         metrics = {**rollout_stats(tree), **self._optimise(batch)}
         self.engine.update_weights(self._unwrapped())
         step_s = time.perf_counter() - start

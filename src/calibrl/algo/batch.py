@@ -151,9 +151,8 @@ def response_logprobs(logits: torch.Tensor, batch: TrainBatch) -> torch.Tensor:
 
 
 def _span_kind(tree: RolloutTree, row: Row) -> SpanKind:
-    if row.sample_type == CONFIDENCE:
-        return "confidence"
-    return "rlcr" if tree.mode == "rlcr" else "answer"
+    spec = tree.spec
+    return spec.confidence_span if row.sample_type == CONFIDENCE else spec.answer_span  # type: ignore[return-value]
 
 
 def row_advantages(

@@ -1,9 +1,9 @@
 """Write rewards into a rollout tree, per its mode (spec §3, "Rewards").
 
-- `two_turn`: each answer gets `acc` (0/1 from the task's verifier) and each of its confidences
-  `brier_reward(acc, text)`;
-- `rlcr`: each completion gets `rlcr_reward(acc, text)`;
-- `rlvr`: each answer gets `acc`.
+Each answer gets `acc` (0/1 from the task's verifier) and its mode's answer reward of it
+(`ModeSpec.score_answer`: `acc` itself for RLVR and two-turn turn 1, `rlcr_reward(acc, text)` for
+single-turn RLCR); each confidence sample gets the mode's confidence reward (`brier_reward(acc,
+text)`).
 
 The verifier sees a completion up to the end of its last `</answer>`: what follows is not part of
 the answer (RLCR's analysis and confidence, or a stray newline), and the Countdown extractor,
@@ -17,7 +17,8 @@ from typing import Any
 
 from calibrl.algo.rollout_tree import RolloutTree
 from calibrl.errors import UserError
-from calibrl.rewards.calibration import ANSWER_CLOSE, accuracy_reward, brier_reward, rlcr_reward
+from calibrl.protocol.tags import ANSWER_CLOSE
+from calibrl.rewards.calibration import accuracy_reward
 
 Verify = Callable[[str, str, Mapping[str, Any]], bool]
 
@@ -41,6 +42,7 @@ def score_tree(tree: RolloutTree, verify: Verify | None = None) -> RolloutTree:
     """
     verify = verify or _task_verify
     tree.validate()
+    spec = tree.spec
     for prompt in tree.prompts:
         for answer in prompt.answers:
             text = answer_part(answer.sample.text)
@@ -51,10 +53,7 @@ def score_tree(tree: RolloutTree, verify: Verify | None = None) -> RolloutTree:
             except Exception:  # hostile model output must not kill a step
                 correct = False
             answer.correct = correct
-            if tree.mode == "rlcr":
-                answer.sample.reward = rlcr_reward(correct, answer.sample.text)
-            else:
-                answer.sample.reward = float(correct)
+            answer.sample.reward = spec.score_answer(correct, answer.sample.text)
             for confidence in answer.confidences:
-                confidence.reward = brier_reward(correct, confidence.text)
+                confidence.reward = spec.score_confidence(correct, confidence.text)
     return tree

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from calibrl.data import examples_from_instances, write_examples
 from calibrl.data.mix import mix_by_difficulty
+from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.tasks.countdown import COUNTDOWN, compute_score
 from calibrl.tasks.countdown.generate import generate_countdown
@@ -37,7 +38,7 @@ DEMO_CONFIDENCE_QUESTION = "How likely is it that your answer is correct?"
 # Two-turn RLCR on the warmed-up tiny model (see the README for the measured result). fp32: bf16
 # autocast is emulated, and many times slower, on CPUs without AVX512-BF16/AMX.
 RL_OVERRIDES: tuple[str, ...] = (
-    "algorithm.mode=two_turn", "rollout.prompts_per_step=8", "rollout.num_generations_answer=4",
+    f"algorithm.mode={TWO_TURN.name}", "rollout.prompts_per_step=8", "rollout.num_generations_answer=4",
     "rollout.num_generations_confidence=2", "rollout.temperature=1.0",
     "rollout.max_answer_tokens=48", "rollout.max_confidence_tokens=24",
     f"rollout.confidence_question={DEMO_CONFIDENCE_QUESTION}",
@@ -80,7 +81,7 @@ class DemoSettings:
     probe_traces: int = 24
     probe_samples: int = 50
 
-    def eval_settings(self, mode: str = "two_turn", seed: int | None = None) -> Any:
+    def eval_settings(self, mode: str = TWO_TURN.name, seed: int | None = None) -> Any:
         """The `EvalSettings` every evaluation of the demo (and its recipes) uses."""
         from calibrl.evaluation.run import EvalSettings
 

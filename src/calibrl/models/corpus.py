@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import random
 
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
 from calibrl.protocol.tags import (
     ANALYSIS_CLOSE,
     ANALYSIS_OPEN,
@@ -23,11 +24,10 @@ from calibrl.protocol.tags import (
     THINK_CLOSE,
     THINK_OPEN,
 )
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
 from calibrl.tasks.countdown.task import SYSTEM_PROMPT, compact_prompt, short_prompt, user_prompt
 
 # Turn-2 questions of the two-turn calibration conversation; the first is the default
-# (`calibrl.rollout.prompts.CONFIDENCE_QUESTION`, the run config's `rollout.confidence_question`).
+# (`calibrl.protocol.prompts.CONFIDENCE_QUESTION`, the run config's `rollout.confidence_question`).
 CONFIDENCE_QUESTIONS = (
     CONFIDENCE_QUESTION,
     "Now state how confident you are that your answer above is correct. Reply with "

@@ -83,6 +83,15 @@ def accuracy_reward(
         return 0.0
 
 
+def correctness_reward(correct: bool | float, completion_text: str) -> float:
+    """1.0 for a correct answer, else 0.0: the turn-1 reward of RLVR and two-turn RLCR.
+
+    `completion_text` is unused; it is there so every mode's reward has one signature
+    (`calibrl.protocol.modes.ModeSpec.answer_reward`).
+    """
+    return _as_correct(correct)
+
+
 def brier_reward(correct: bool | float, confidence_text: str) -> float:
     """`1 - (correct - c)^2` with `c = parse_confidence(confidence_text)`; 0.0 if `c` is None.
 

@@ -16,9 +16,11 @@ import torch
 
 from calibrl.algo.scoring import answer_part
 from calibrl.data.example import TaskExample
+from calibrl.protocol.modes import RLCR, TWO_TURN
+from calibrl.protocol.prompts import confidence_messages
 from calibrl.rewards import parse_confidence, rlcr_format_ok
-from calibrl.rollout.prompts import answer_messages, confidence_messages
 from calibrl.tasks.countdown import extract_solution, verify_equation_strict
+from calibrl.utils.eval_mode import eval_mode
 
 
 @dataclass(frozen=True)
@@ -53,26 +55,27 @@ def generate(model, tokenizer, conversations: Sequence[list[dict[str, str]]], *,
              max_new_tokens: int, temperature: float = 0.0, batch_size: int = 64) -> list[str]:
     """The assistant reply to each conversation (special tokens removed, tags kept)."""
     device = next(model.parameters()).device
-    was_training, side = model.training, tokenizer.padding_side
-    model.eval()
+    side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # generation appends on the right
     sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
     options = sampling if temperature > 0 else {"do_sample": False}
     texts: list[str] = []
     try:
-        for start in range(0, len(conversations), batch_size):
-            prompts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True)
-                       for m in conversations[start:start + batch_size]]
-            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-            enc = {k: v.to(device) for k, v in enc.items()}
-            out = model.generate(**enc, max_new_tokens=max_new_tokens,
-                                 pad_token_id=tokenizer.pad_token_id,
-                                 eos_token_id=tokenizer.eos_token_id, **options)
-            new = out[:, enc["input_ids"].shape[1]:]
-            texts += tokenizer.batch_decode(new, skip_special_tokens=True)
+        with eval_mode(model):
+            for start in range(0, len(conversations), batch_size):
+                prompts = [tokenizer.apply_chat_template(m, tokenize=False,
+                                                         add_generation_prompt=True)
+                           for m in conversations[start:start + batch_size]]
+                enc = tokenizer(prompts, return_tensors="pt", padding=True,
+                                add_special_tokens=False)
+                enc = {k: v.to(device) for k, v in enc.items()}
+                out = model.generate(**enc, max_new_tokens=max_new_tokens,
+                                     pad_token_id=tokenizer.pad_token_id,
+                                     eos_token_id=tokenizer.eos_token_id, **options)
+                new = out[:, enc["input_ids"].shape[1]:]
+                texts += tokenizer.batch_decode(new, skip_special_tokens=True)
     finally:
         tokenizer.padding_side = side
-        model.train(was_training)
     return texts
 
 
@@ -90,14 +93,14 @@ def check_model(model, tokenizer, problems: Sequence[TaskExample], *, temperatur
     torch.manual_seed(seed)
     kw = {"temperature": temperature, "batch_size": batch_size}
     answers = generate(model, tokenizer,
-                       [answer_messages(ex.messages, "two_turn") for ex in problems],
+                       [TWO_TURN.answer_prompt(ex.messages) for ex in problems],
                        max_new_tokens=max_answer_tokens, **kw)
     right = [_correct(a, ex) for a, ex in zip(answers, problems, strict=True)]
     replies = generate(model, tokenizer,
                        [confidence_messages(ex.messages, a) for a, ex in zip(answers, problems, strict=True)],
                        max_new_tokens=max_confidence_tokens, **kw)
     confidences = [parse_confidence(r) for r in replies]
-    rlcr = generate(model, tokenizer, [answer_messages(ex.messages, "rlcr") for ex in problems],
+    rlcr = generate(model, tokenizer, [RLCR.answer_prompt(ex.messages) for ex in problems],
                     max_new_tokens=max_answer_tokens + max_confidence_tokens, **kw)
 
     def mean_conf(want: bool) -> float | None:

@@ -1,7 +1,7 @@
 """SFT conversations built from Countdown problems: what the supervised warm-up teaches.
 
-Three kinds, one per message format the RL modes use (`calibrl.rollout.prompts` writes the
-prompts):
+Three kinds, one per message format the RL modes use (the prompts are the modes' own,
+`calibrl.protocol.modes`):
 
 - `answer` (rlvr and two_turn, turn 1): the task's messages, then the reference trace
   `<think>steps</think>\\n<answer>solution</answer>`;
@@ -28,6 +28,8 @@ from fractions import Fraction
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
+from calibrl.protocol.modes import RLCR, TWO_TURN
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.protocol.tags import (
     ANALYSIS_CLOSE,
     ANALYSIS_OPEN,
@@ -38,7 +40,6 @@ from calibrl.protocol.tags import (
     THINK_CLOSE,
     THINK_OPEN,
 )
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
 from calibrl.tasks.countdown import verify_equation_strict
 from calibrl.tasks.countdown.generate import instance_key
 
@@ -237,7 +238,7 @@ def reference_trace(example: TaskExample) -> str | None:
 
 def answer_conversation(example: TaskExample, trace: str) -> SFTConversation:
     """Format (a): turn-1 messages + the trace."""
-    messages = answer_messages(example.messages, "two_turn")
+    messages = TWO_TURN.answer_prompt(example.messages)
     return SFTConversation(messages + [{"role": "assistant", "content": trace}], "answer",
                            example.index)
 
@@ -255,7 +256,7 @@ def confidence_conversation(example: TaskExample, context_trace: str, context_co
 def rlcr_conversation(example: TaskExample, trace: str, confidence: float,
                       analysis: str) -> SFTConversation:
     """Format (c): the RLCR prompt + trace, analysis and confidence in one message."""
-    messages = answer_messages(example.messages, "rlcr")
+    messages = RLCR.answer_prompt(example.messages)
     content = trace + "\n" + confidence_text(analysis, confidence)
     return SFTConversation(messages + [{"role": "assistant", "content": content}], "rlcr",
                            example.index, None, confidence)

@@ -98,7 +98,7 @@ class ScriptedEngine:
 def test_a_fourth_mode_flows_through_every_caller(fourth_mode):
     tokenizer = build_tokenizer()
     engine = ScriptedEngine(tokenizer)
-    examples = [TaskExample("countdown", get_task("countdown").build_messages(GT), GT, 0)]
+    examples = [TaskExample("countdown", get_task("countdown").make_prompt(GT), GT, 0)]
     settings = RolloutSettings(num_generations_answer=2, num_generations_confidence=2)
     tree = score_tree(run_rollout(engine, tokenizer, examples, settings, "test_shout", seed=0))
 

@@ -15,7 +15,7 @@ from calibrl.tasks.countdown import COUNTDOWN
 def parts():
     tokenizer = build_tokenizer()
     model = build_tiny_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2)
-    examples = [TaskExample("countdown", COUNTDOWN.build_messages(gt), gt, i)
+    examples = [TaskExample("countdown", COUNTDOWN.make_prompt(gt), gt, i)
                 for i, gt in enumerate([{"target": 3, "numbers": [1, 2]},
                                         {"target": 24, "numbers": [4, 6, 1]}])]
     return tokenizer, make_engine("hf", model, tokenizer), examples

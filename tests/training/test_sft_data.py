@@ -9,15 +9,16 @@ from collections import Counter
 
 import pytest
 
-from calibrl.algo.scoring import answer_part
-from calibrl.data import examples_from_instances
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
+from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import get_mode
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.rewards import parse_confidence, rlcr_format_ok
 from calibrl.tasks.countdown import verify_equation_strict
+from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.tasks.countdown.traces import trace_steps, wrong_trace
 from calibrl.training.sft_data import (
     ANALYSIS_POOL,
     CONFIDENCE_GRID,
@@ -26,8 +27,6 @@ from calibrl.training.sft_data import (
     exclude_problems,
     parse_mix,
     reference_trace,
-    trace_steps,
-    wrong_trace,
 )
 
 TRACE = re.compile(r"<think>\n(.*)\n</think>\n<answer>(.+)</answer>", re.S)

@@ -2,9 +2,9 @@
 
 Each prompt gets `samples` answers in the mode's format (rollouts of `calibrl.rollout.rollouts`),
 in a mode with a confidence turn each answer gets one, and every answer becomes one record:
-correct (the task's strict verifier), the parsed confidence (None when unparsable; the metrics
-count it as 0 and report the share), whether an equation could be extracted at all
-(`format_ok`), the token lengths of both turns, and the problem's difficulty `group`
+correct (the task's verifier), the parsed confidence (None when unparsable; the metrics
+count it as 0 and report the share), whether an answer could be extracted at all
+(`format_ok`, `Task.extract_answer`), the token lengths of both turns, and the problem's difficulty `group`
 (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group). Writes, in `out_dir`:
 `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`, and the PNG figures.
 """
@@ -21,18 +21,17 @@ from tqdm.auto import tqdm
 
 from calibrl.algo import score_tree
 from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
-from calibrl.algo.scoring import answer_part
 from calibrl.data import TaskExample, load_examples
 from calibrl.errors import UserError
 from calibrl.evaluation.metrics import EvalRecord
 from calibrl.evaluation.report import write_evaluation
+from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import DEFAULT_MODE, ModeSpec, get_mode
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION
 from calibrl.rewards import parse_confidence
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
 from calibrl.tasks import get_task
-from calibrl.tasks.countdown import extract_solution
 from calibrl.utils.atomic import atomic_write_text
 
 
@@ -80,7 +79,7 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
             rows.append({
                 "index": prompt.index, "ground_truth": dict(prompt.ground_truth),
                 "answer": text, "correct": bool(answer.correct),
-                "format_ok": extract_solution(answer_part(text)) is not None,
+                "format_ok": task.extract_answer(answer_part(text)) is not None,
                 "confidence_text": conf_text, "confidence": confidence,
                 "answer_len": len(answer.sample.token_ids),
                 "conf_len": len(answer.confidences[0].token_ids) if answer.confidences else None,

@@ -1,9 +1,9 @@
 """A quick look at what SFT taught: generate on held-out problems in each format and score it.
 
-Turn 1 (rlvr / two_turn format): share of completions with an `<answer>` the Countdown extractor
-finds, and strict-verifier accuracy. Turn 2 (two_turn): share of parseable confidences, and the
-mean confidence on right and on wrong answers (after SFT these should be about equal; RL is what
-should pull them apart). Single-turn RLCR: format rate (`rlcr_format_ok`) and accuracy. Uses
+Turn 1 (rlvr / two_turn format): share of completions with an answer the task's extractor finds
+(`Task.extract_answer`), and accuracy (`Task.verify`). Turn 2 (two_turn): share of parseable
+confidences, and the mean confidence on right and on wrong answers (after SFT these should be
+about equal; RL is what should pull them apart). Single-turn RLCR: format rate (`rlcr_format_ok`) and accuracy. Uses
 `model.generate` with left padding; greedy at temperature 0, else plain sampling (no top-k/p).
 """
 
@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
-from calibrl.algo.scoring import answer_part
 from calibrl.data.example import TaskExample
+from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import RLCR, TWO_TURN
 from calibrl.protocol.prompts import confidence_messages
 from calibrl.rewards import parse_confidence, rlcr_format_ok
-from calibrl.tasks.countdown import extract_solution, verify_equation_strict
+from calibrl.tasks import get_task
 from calibrl.utils.eval_mode import eval_mode
 
 
@@ -80,8 +80,11 @@ def generate(model, tokenizer, conversations: Sequence[list[dict[str, str]]], *,
 
 
 def _correct(text: str, example: TaskExample) -> bool:
-    gt = example.ground_truth
-    return verify_equation_strict(answer_part(text), gt["target"], gt["numbers"])
+    return get_task(example.data_source).verify(answer_part(text), example.ground_truth)
+
+
+def _format_ok(text: str, example: TaskExample) -> bool:
+    return get_task(example.data_source).extract_answer(answer_part(text)) is not None
 
 
 def check_model(model, tokenizer, problems: Sequence[TaskExample], *, temperature: float = 0.0,
@@ -110,7 +113,7 @@ def check_model(model, tokenizer, problems: Sequence[TaskExample], *, temperatur
     return CheckResult(
         n=len(problems),
         temperature=temperature,
-        answer_format=sum(extract_solution(answer_part(a)) is not None for a in answers) / n,
+        answer_format=sum(_format_ok(a, ex) for a, ex in zip(answers, problems, strict=True)) / n,
         answer_accuracy=sum(right) / n,
         confidence_format=sum(c is not None for c in confidences) / n,
         mean_confidence_right=mean_conf(True),

@@ -33,7 +33,7 @@ class Sample:
         token_ids: the generated token ids, `[T]` (EOS included when the sampler emitted it).
         text: the decoded completion (for rewards and logs; masks decode `token_ids` themselves).
         logprobs: sampling log-prob of each generated token, `[T]`, or None if not recorded
-            (the trainer then recomputes old log-probs).
+            (for inspection only: training takes old log-probs from the policy itself).
         finish_reason: "stop" or "length".
         reward: the scalar reward of this completion (accuracy, Brier, or RLCR reward).
     """

@@ -41,6 +41,23 @@ def parse_range(text: str, option: str) -> tuple[int, int]:
     raise UserError(f"{option} expects LO..HI or a single integer, got {text!r}")
 
 
+def _generation_options(numbers: str | None, size_weights: str | None, targets: str | None,
+                        max_number: int | None, seed: int | None) -> dict:
+    """The options given on the command line, as keywords of `Task.generate`."""
+    options: dict = {}
+    if numbers is not None:
+        options["num_numbers"] = parse_range(numbers, "--numbers")
+    if size_weights is not None:
+        options["size_weights"] = parse_weights(size_weights, "--size-weights")
+    if targets is not None:
+        options["target_range"] = parse_range(targets, "--targets")
+    if max_number is not None:
+        options["max_number"] = max_number
+    if seed is not None:
+        options["seed"] = seed
+    return options
+
+
 @app.command()
 def countdown(
     out: Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")],
@@ -138,17 +155,7 @@ def countdown(
     else:
         if n is None:
             raise UserError("--n is required unless --from is given")
-        options = {}
-        if numbers is not None:
-            options["num_numbers"] = parse_range(numbers, "--numbers")
-        if size_weights is not None:
-            options["size_weights"] = parse_weights(size_weights, "--size-weights")
-        if targets is not None:
-            options["target_range"] = parse_range(targets, "--targets")
-        if max_number is not None:
-            options["max_number"] = max_number
-        if seed is not None:
-            options["seed"] = seed
+        options = _generation_options(numbers, size_weights, targets, max_number, seed)
         train, test = COUNTDOWN.generate(
             n, test_size=test_size, test_fraction=test_fraction, style=prompt_style, **options
         )

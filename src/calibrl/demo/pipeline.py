@@ -39,7 +39,8 @@ DEMO_TASK = "countdown"
 # Two-turn RLCR on the warmed-up tiny model (see the README for the measured result). fp32: bf16
 # autocast is emulated, and many times slower, on CPUs without AVX512-BF16/AMX.
 RL_OVERRIDES: tuple[str, ...] = (
-    f"algorithm.mode={TWO_TURN.name}", "rollout.prompts_per_step=8", "rollout.num_generations_answer=4",
+    f"algorithm.mode={TWO_TURN.name}", "rollout.prompts_per_step=8",
+    "rollout.num_generations_answer=4",
     "rollout.num_generations_confidence=2", "rollout.temperature=1.0",
     "rollout.max_answer_tokens=48", "rollout.max_confidence_tokens=24",
     f"rollout.confidence_question={DEMO_CONFIDENCE_QUESTION}",

@@ -4,9 +4,10 @@ Each prompt gets `samples` answers in the mode's format (rollouts of `calibrl.ro
 in a mode with a confidence turn each answer gets one, and every answer becomes one record:
 correct (the task's verifier), the parsed confidence (None when unparsable; the metrics
 count it as 0 and report the share), whether an answer could be extracted at all
-(`format_ok`, `Task.extract_answer`), the token lengths of both turns, and the problem's difficulty `group`
-(`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group). Writes, in `out_dir`:
-`predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`, and the PNG figures.
+(`format_ok`, `Task.extract_answer`), the token lengths of both turns, and the problem's
+difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group).
+Writes, in `out_dir`: `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`,
+and the PNG figures.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Turn 1 (rlvr / two_turn format): share of completions with an answer the task's extractor finds
 (`Task.extract_answer`), and accuracy (`Task.verify`). Turn 2 (two_turn): share of parseable
 confidences, and the mean confidence on right and on wrong answers (after SFT these should be
-about equal; RL is what should pull them apart). Single-turn RLCR: format rate (`rlcr_format_ok`) and accuracy. Uses
-`model.generate` with left padding; greedy at temperature 0, else plain sampling (no top-k/p).
+about equal; RL is what should pull them apart). Single-turn RLCR: format rate
+(`rlcr_format_ok`) and accuracy. Uses `model.generate` with left padding; greedy at temperature
+0, else plain sampling (no top-k/p).
 """
 
 from __future__ import annotations

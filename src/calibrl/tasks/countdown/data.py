@@ -14,8 +14,8 @@ from calibrl.data.parquet import load_examples
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion, get_task
 from calibrl.tasks.countdown.generate import CountdownInstance, instance_key, resolve_test_size
+from calibrl.tasks.countdown.prompts import DEFAULT_PROMPT_STYLE, make_messages
 from calibrl.tasks.countdown.solver import solve
-from calibrl.tasks.countdown.task import PROMPT_STYLES, make_messages
 
 SOURCE = "countdown"
 
@@ -42,7 +42,7 @@ def countdown_ground_truth(ground_truth: Any) -> dict[str, Any]:
 
 def countdown_example(
     ground_truth: dict, index: int, split: str | None, extra: dict | None = None,
-    prompt_style: str = next(iter(PROMPT_STYLES)),
+    prompt_style: str = DEFAULT_PROMPT_STYLE,
 ) -> TaskExample:
     """An example whose prompt is the Countdown question of `ground_truth` in `prompt_style`."""
     return TaskExample(SOURCE, make_messages(ground_truth, prompt_style), ground_truth, index,
@@ -50,7 +50,7 @@ def countdown_example(
 
 
 def examples_from_instances(instances: list[CountdownInstance], split: str,
-                            prompt_style: str = next(iter(PROMPT_STYLES))) -> list[TaskExample]:
+                            prompt_style: str = DEFAULT_PROMPT_STYLE) -> list[TaskExample]:
     """Generated instances as examples of `split`, indexed 0.. in order, with their solutions."""
     return [
         countdown_example(

@@ -51,6 +51,7 @@ def _compact_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str
     return [{"role": "user", "content": compact_prompt(numbers, target)}]
 
 
+DEFAULT_PROMPT_STYLE = "tinyzero"
 PROMPT_STYLES = {"tinyzero": _tinyzero_messages, "short": _short_messages,
                  "compact": _compact_messages}
 

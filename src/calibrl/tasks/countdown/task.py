@@ -23,6 +23,7 @@ from calibrl.tasks.countdown.generate import (
     instance_key,
 )
 from calibrl.tasks.countdown.prompts import (
+    DEFAULT_PROMPT_STYLE,
     PROMPT_STYLES,
     SYSTEM_PROMPT,
     compact_prompt,
@@ -50,7 +51,7 @@ class CountdownTask(Task):
     format_score: float = 0.1
     correct_score: float = 1.0
     failure_score: float = 0.0
-    prompt_style: str = "tinyzero"  # a key of PROMPT_STYLES
+    prompt_style: str = DEFAULT_PROMPT_STYLE  # a key of PROMPT_STYLES
 
     prompt_styles = tuple(PROMPT_STYLES)
     generate_options = MappingProxyType({

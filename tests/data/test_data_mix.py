@@ -2,9 +2,9 @@ from collections import Counter
 
 import pytest
 
-from calibrl.data import examples_from_instances
 from calibrl.data.mix import difficulty_of, mix_by_difficulty, resample_by_difficulty
 from calibrl.errors import UserError
+from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
 
 

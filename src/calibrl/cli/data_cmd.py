@@ -8,7 +8,10 @@ from typing import Annotated
 import typer
 
 from calibrl.errors import UserError
-from calibrl.tasks.countdown import generate as gen
+from calibrl.tasks import get_task
+
+COUNTDOWN = get_task("countdown")  # the task `calibrl data countdown` builds data for
+DEFAULTS = COUNTDOWN.generate_options
 
 app = typer.Typer(help="Build data sets (verl/TinyZero parquet).", no_args_is_help=True)
 
@@ -38,6 +41,23 @@ def parse_range(text: str, option: str) -> tuple[int, int]:
     raise UserError(f"{option} expects LO..HI or a single integer, got {text!r}")
 
 
+def _generation_options(numbers: str | None, size_weights: str | None, targets: str | None,
+                        max_number: int | None, seed: int | None) -> dict:
+    """The options given on the command line, as keywords of `Task.generate`."""
+    options: dict = {}
+    if numbers is not None:
+        options["num_numbers"] = parse_range(numbers, "--numbers")
+    if size_weights is not None:
+        options["size_weights"] = parse_weights(size_weights, "--size-weights")
+    if targets is not None:
+        options["target_range"] = parse_range(targets, "--targets")
+    if max_number is not None:
+        options["max_number"] = max_number
+    if seed is not None:
+        options["seed"] = seed
+    return options
+
+
 @app.command()
 def countdown(
     out: Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")],
@@ -49,7 +69,7 @@ def countdown(
         str | None,
         typer.Option(
             "--numbers",
-            help=f"Numbers per instance, LO..HI (default {_fmt(gen.DEFAULT_NUM_NUMBERS)}).",
+            help=f"Numbers per instance, LO..HI (default {_fmt(DEFAULTS['num_numbers'])}).",
         ),
     ] = None,
     size_weights: Annotated[
@@ -64,13 +84,13 @@ def countdown(
     max_number: Annotated[
         int | None,
         typer.Option(
-            "--max-number", help=f"Numbers are drawn from 1..M (default {gen.DEFAULT_MAX_NUMBER})."
+            "--max-number", help=f"Numbers are drawn from 1..M (default {DEFAULTS['max_number']})."
         ),
     ] = None,
     targets: Annotated[
         str | None,
         typer.Option(
-            "--targets", help=f"Target range LO..HI (default {_fmt(gen.DEFAULT_TARGET_RANGE)})."
+            "--targets", help=f"Target range LO..HI (default {_fmt(DEFAULTS['target_range'])})."
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed (default 0).")] = None,
@@ -81,7 +101,7 @@ def countdown(
         float | None,
         typer.Option(
             "--test-fraction",
-            help=f"Share of rows in the test split (default {gen.DEFAULT_TEST_FRACTION}).",
+            help=f"Share of rows in the test split (default {DEFAULTS['test_fraction']}).",
         ),
     ] = None,
     from_path: Annotated[
@@ -104,15 +124,14 @@ def countdown(
         typer.Option("--prompt-style", help="'tinyzero' (system prompt + TinyZero's question), "
                      "'short' (a compact question for small models) or 'compact' (just the "
                      "numbers and the target, for a tiny model trained from scratch)."),
-    ] = "tinyzero",
+    ] = COUNTDOWN.prompt_styles[0],
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
-    from calibrl.data import convert_countdown_file, examples_from_instances, write_examples
-    from calibrl.tasks.countdown.task import PROMPT_STYLES
+    from calibrl.data import write_examples
 
-    if prompt_style not in PROMPT_STYLES:
+    if prompt_style not in COUNTDOWN.prompt_styles:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
-                        f"{', '.join(PROMPT_STYLES)}")
+                        f"{', '.join(COUNTDOWN.prompt_styles)}")
 
     generation = {
         "--numbers": numbers,
@@ -125,8 +144,8 @@ def countdown(
         given = [name for name, value in generation.items() if value is not None]
         if given:
             raise UserError(f"{', '.join(given)} only apply when generating, not with --from")
-        result = convert_countdown_file(
-            from_path, n=n, test_size=test_size, test_fraction=test_fraction, solve_rows=solve
+        result = COUNTDOWN.convert_file(
+            from_path, n=n, test_size=test_size, test_fraction=test_fraction, solve=solve
         )
         train, test = result.train, result.test
         typer.echo(
@@ -136,22 +155,10 @@ def countdown(
     else:
         if n is None:
             raise UserError("--n is required unless --from is given")
-        options = {}
-        if numbers is not None:
-            options["num_numbers"] = parse_range(numbers, "--numbers")
-        if size_weights is not None:
-            options["size_weights"] = parse_weights(size_weights, "--size-weights")
-        if targets is not None:
-            options["target_range"] = parse_range(targets, "--targets")
-        if max_number is not None:
-            options["max_number"] = max_number
-        if seed is not None:
-            options["seed"] = seed
-        train_instances, test_instances = gen.generate_countdown(
-            n, test_size=test_size, test_fraction=test_fraction, **options
+        options = _generation_options(numbers, size_weights, targets, max_number, seed)
+        train, test = COUNTDOWN.generate(
+            n, test_size=test_size, test_fraction=test_fraction, style=prompt_style, **options
         )
-        train = examples_from_instances(train_instances, "train", prompt_style)
-        test = examples_from_instances(test_instances, "test", prompt_style)
     train_path = write_examples(out / "train.parquet", train)
     test_path = write_examples(out / "test.parquet", test)
     typer.echo(f"wrote {train_path} ({len(train)} rows) and {test_path} ({len(test)} rows)")

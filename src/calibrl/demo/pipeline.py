@@ -24,15 +24,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from calibrl.data import examples_from_instances, write_examples
+from calibrl.data import write_examples
 from calibrl.data.mix import mix_by_difficulty, resample_by_difficulty
+from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
-from calibrl.tasks.countdown import COUNTDOWN, compute_score
-from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.tasks import get_task
 from calibrl.training.sft_data import SFTMix
 
 # The tiny model reads no instructions; a short turn-2 question keeps every confidence sample short.
 DEMO_CONFIDENCE_QUESTION = "How likely is it that your answer is correct?"
+# The demo's task; everything task-specific below goes through its `Task` interface.
+DEMO_TASK = "countdown"
 
 # Two-turn RLCR on the warmed-up tiny model (see the README for the measured result). fp32: bf16
 # autocast is emulated, and many times slower, on CPUs without AVX512-BF16/AMX. Measured on the
@@ -40,7 +42,8 @@ DEMO_CONFIDENCE_QUESTION = "How likely is it that your answer is correct?"
 # default) drive every confidence to "0.1"; one batch-wide scale lets them follow the accuracy;
 # answer updates at full weight cost 6 points of accuracy in 25 steps, at 0.3 about 2.
 RL_OVERRIDES: tuple[str, ...] = (
-    "algorithm.mode=two_turn", "rollout.prompts_per_step=8", "rollout.num_generations_answer=4",
+    f"algorithm.mode={TWO_TURN.name}", "rollout.prompts_per_step=8",
+    "rollout.num_generations_answer=4",
     "rollout.num_generations_confidence=2", "rollout.temperature=1.0",
     "rollout.max_answer_tokens=48", "rollout.max_confidence_tokens=24",
     f"rollout.confidence_question={DEMO_CONFIDENCE_QUESTION}",
@@ -88,7 +91,7 @@ class DemoSettings:
     probe_traces: int = 24
     probe_samples: int = 50
 
-    def eval_settings(self, mode: str = "two_turn", seed: int | None = None) -> Any:
+    def eval_settings(self, mode: str = TWO_TURN.name, seed: int | None = None) -> Any:
         """The `EvalSettings` every evaluation of the demo (and its recipes) uses."""
         from calibrl.evaluation.run import EvalSettings
 
@@ -131,21 +134,21 @@ def size_shares(settings: DemoSettings, weights: tuple[float, ...] | None = None
     """`weights` (default `size_weights`) keyed by the task's difficulty labels ("2 numbers", ...)."""
     sizes = range(settings.numbers[0], settings.numbers[1] + 1)
     weights = settings.size_weights if weights is None else weights
-    return {COUNTDOWN.difficulty({"numbers": [1] * k}): w
+    task = get_task(DEMO_TASK)
+    return {task.difficulty({"numbers": [1] * k}): w
             for k, w in zip(sizes, weights, strict=True)}
 
 
 def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str, Counter]:
     """Write train/test parquet and score reference, corrupted and malformed answers."""
-    train, test = generate_countdown(settings.n_problems, num_numbers=settings.numbers,
-                                     max_number=settings.max_number, seed=settings.seed,
-                                     test_size=settings.test_size,
-                                     size_weights=settings.size_weights)
+    task = get_task(DEMO_TASK)
+    train_rows, test_rows = task.generate(
+        settings.n_problems, seed=settings.seed, test_size=settings.test_size,
+        style=settings.prompt_style, num_numbers=settings.numbers,
+        max_number=settings.max_number, size_weights=settings.size_weights)
     data_dir = settings.out_dir / "data"
-    train_rows = examples_from_instances(train, "train", settings.prompt_style)
     write_examples(data_dir / "train.parquet", train_rows)
-    write_examples(data_dir / "test.parquet",
-                   examples_from_instances(test, "test", settings.prompt_style))
+    write_examples(data_dir / "test.parquet", test_rows)
     rl_rows = mix_by_difficulty(train_rows, size_shares(settings), seed=settings.seed)
     write_examples(data_dir / "rl.parquet", rl_rows)
     sft_rows = train_rows
@@ -154,25 +157,25 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
                                                                   settings.sft_size_weights),
                                           n=settings.sft_problems, seed=settings.seed)
     write_examples(data_dir / "sft.parquet", sft_rows)
-    console.print(f"data: {len(train)} train / {len(test)} test problems in {data_dir}; RL "
-                  f"prompts: {len(rl_rows)} of the training problems in the test split's mix; "
-                  f"SFT: {len(sft_rows)} rows of them"
+    console.print(f"data: {len(train_rows)} train / {len(test_rows)} test problems in "
+                  f"{data_dir}; RL prompts: {len(rl_rows)} of the training problems in the test "
+                  f"split's mix; SFT: {len(sft_rows)} rows of them"
                   + ("" if settings.sft_size_weights is None else
-                     f" resampled to sizes {settings.sft_size_weights}"))
+                     f", resampled to sizes {settings.sft_size_weights}"))
 
     rng = random.Random(settings.seed)
     kinds: dict[str, Counter] = {"reference": Counter(), "corrupted": Counter(),
                                  "no answer tag": Counter()}
-    for inst in test:
-        truth = inst.ground_truth
-        think = "\n".join(inst.solution.steps)
+    for example in test_rows:
+        solution = example.extra["solution"]
+        think = "\n".join(example.extra["steps"])
         prefix = f"<|im_start|>assistant\n{THINK_OPEN}\n{think}\n{THINK_CLOSE}\n"
-        corrupted = _corrupt(inst.solution.expression, rng)
-        answers = {"reference": f"{ANSWER_OPEN}{inst.solution.expression}{ANSWER_CLOSE}",
+        corrupted = _corrupt(solution, rng)
+        answers = {"reference": f"{ANSWER_OPEN}{solution}{ANSWER_CLOSE}",
                    "corrupted": f"{ANSWER_OPEN}{corrupted}{ANSWER_CLOSE}",
-                   "no answer tag": inst.solution.expression}
+                   "no answer tag": solution}
         for kind, answer in answers.items():
-            kinds[kind][compute_score(prefix + answer, truth)] += 1
+            kinds[kind][task.score(prefix + answer, example.ground_truth)] += 1
 
     table = Table(title="Countdown reward on the test split")
     table.add_column("answer")

@@ -24,7 +24,7 @@ from calibrl.rollout import kv_cache
 from calibrl.rollout.engine import Generation, SamplingParams, check_prompts
 from calibrl.rollout.sampling import sample_tokens, uniforms
 from calibrl.rollout.stopping import StopChecker, decode
-from calibrl.utils.modes import eval_mode
+from calibrl.utils.eval_mode import eval_mode
 
 
 @dataclass(frozen=True)

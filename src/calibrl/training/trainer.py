@@ -28,7 +28,7 @@ from calibrl.algo import build_train_batch, histogram_values, rollout_stats, sco
 from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
 from calibrl.data import load_examples
 from calibrl.rollout.engine import make_engine
-from calibrl.rollout.rollouts import ROLLOUTS, RolloutSettings
+from calibrl.rollout.rollouts import RolloutSettings, run_rollout
 from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import find_checkpoint, save_checkpoint, set_rng_state
 from calibrl.training.config import Config, dump_config
@@ -146,8 +146,8 @@ class Trainer:
         seed = (self.cfg.seed * 1_000_003 + self.step) * 64 + self.accelerator.process_index
         self.model.eval()
         with torch.no_grad(), self.accelerator.autocast():
-            tree = ROLLOUTS[self.cfg.algorithm.mode](self.engine, self.tokenizer, batch_examples,
-                                                     self.settings, seed)
+            tree = run_rollout(self.engine, self.tokenizer, batch_examples, self.settings,
+                               self.cfg.algorithm.mode, seed)
         return score_tree(tree), batch_examples
 
     def _old_logprobs(self, model: Any, micro: list) -> list[torch.Tensor]:

@@ -181,8 +181,8 @@ def test_group_normalize_is_shift_invariant_and_zero_mean():
 def _slow_batch_scope(rewards, answers):
     """Reference: centre on each answer's mean in a loop, then divide by one batch-wide RMS."""
     centred = []
-    for reward, answer in zip(rewards, answers):
-        siblings = [r for r, a in zip(rewards, answers) if a == answer]
+    for reward, answer in zip(rewards, answers, strict=True):
+        siblings = [r for r, a in zip(rewards, answers, strict=True) if a == answer]
         centred.append(reward - sum(siblings) / len(siblings))
     rms = (sum(c * c for c in centred) / len(centred)) ** 0.5
     return [c / (rms + 1e-6) for c in centred]

@@ -84,10 +84,10 @@ def probe(
         raise UserError(f"{traces}: no such traces file")
     # Imported here so `calibrl --help` does not pay for torch and transformers.
     from calibrl.data import load_examples
+    from calibrl.models.loading import load_policy, resolve_model_path
     from calibrl.probe.runner import run_probe
     from calibrl.probe.sampler import CachedSampler, EngineSampler
     from calibrl.probe.shared_prefix import supported
-    from calibrl.training.policy import load_policy, resolve_model_path
 
     examples = load_examples(data)
     if not examples and traces is None:

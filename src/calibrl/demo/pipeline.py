@@ -230,11 +230,11 @@ def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
 def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
     """Faithfulness probe of the model's own greedy chains on a few test problems."""
     from calibrl.data import load_examples
+    from calibrl.models.loading import load_policy
     from calibrl.probe.config import ProbeConfig
     from calibrl.probe.runner import run_probe
     from calibrl.probe.sampler import CachedSampler
     from calibrl.rollout.hf_engine import HFEngine
-    from calibrl.training.policy import load_policy
 
     model, tokenizer = load_policy(str(model_dir))
     examples = load_examples(settings.out_dir / "data/test.parquet")[: settings.probe_traces]

@@ -23,18 +23,7 @@ from calibrl.evaluation.metrics import (
     check_arrays,
     ece_from_bins,
 )
-
-CORRECT_COLOR = "#1b9e77"
-WRONG_COLOR = "#d95f02"
-BAR_COLOR = "#4c72b0"
-DPI = 120
-
-
-def _save(fig: Figure, out_path: str | Path) -> Path:
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI, bbox_inches="tight")
-    return out
+from calibrl.utils.plotting import BAR_COLOR, CORRECT_COLOR, WRONG_COLOR, save_figure
 
 
 def _two_panels(title: str) -> tuple[Figure, Any, Any]:
@@ -79,7 +68,7 @@ def plot_reliability(
                       edgecolor="black", linewidth=0.6)
     bottom.bar_label(bars, labels=[str(c) if c else "" for c in counts], fontsize=8)
     bottom.set_ylim(0, max(counts.max() * 1.25, 1))
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)
 
 
 def plot_reliability_overlay(
@@ -111,7 +100,7 @@ def plot_reliability_overlay(
                    color=line.get_color())
     top.legend(loc="upper left", fontsize=8)
     bottom.set_ylim(0, 1)
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)
 
 
 def plot_confidence_histogram(
@@ -142,7 +131,7 @@ def plot_confidence_histogram(
     ax.set_xticks(edges if n_bins <= 20 else np.linspace(0, 1, 11))
     ax.grid(alpha=0.3, axis="y")
     ax.legend(loc="upper left")
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)
 
 
 def plot_risk_coverage(
@@ -173,4 +162,4 @@ def plot_risk_coverage(
            ylabel="Risk (error rate among answered)", title=title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)

@@ -114,7 +114,7 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
 def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
              settings: EvalSettings, *, name: str | None = None) -> dict[str, Any]:
     """Evaluate a saved model on a data file; returns the metrics dict (also in metrics.json)."""
-    from calibrl.training.policy import load_policy, resolve_model_path
+    from calibrl.models.loading import load_policy, resolve_model_path
 
     out = Path(out_dir)
     examples = load_examples(data_path)[: settings.max_examples]

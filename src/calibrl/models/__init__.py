@@ -11,9 +11,9 @@ from typing import Any
 
 _EXPORTS = {
     "TinyModelSizes": "calibrl.models.sizes",
-    "CONFIDENCE_QUESTION": "calibrl.models.corpus",
+    "CONFIDENCE_QUESTION": "calibrl.protocol.prompts",
     "CONFIDENCE_QUESTIONS": "calibrl.models.corpus",
-    "TAGS": "calibrl.models.corpus",
+    "TAGS": "calibrl.protocol.tags",
     "tokenizer_corpus": "calibrl.models.corpus",
     "CHAT_TEMPLATE": "calibrl.models.tokenizer",
     "IM_END": "calibrl.models.tokenizer",
@@ -23,6 +23,8 @@ _EXPORTS = {
     "build_tiny_model": "calibrl.models.tiny",
     "count_parameters": "calibrl.models.tiny",
     "create_tiny_model": "calibrl.models.tiny",
+    "load_policy": "calibrl.models.loading",
+    "resolve_model_path": "calibrl.models.loading",
     "tiny_config": "calibrl.models.tiny",
 }
 

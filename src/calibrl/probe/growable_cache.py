@@ -1,14 +1,23 @@
-"""A KV cache that appends in place, for decoding many rows of long shared contexts.
+"""The probe rows' own keys and values, appended in place; written by the attention function.
 
-transformers' `DynamicLayer.update` concatenates, so every decoding step copies the whole cache:
-with hundreds of rows each holding a prompt and a chain of thought, that copy, not the model,
-is most of the time on a small model. `GrowableCache` keeps each layer in a buffer with spare
-room and writes a step's keys and values into it: a step costs what it adds. Rows are still
-selected (expanded for samples, dropped when finished) with `batch_select_indices`, which copies.
+A probe row's cache holds only its own tokens (forced text and answer; its prefix is read from
+the one shared copy, `shared_prefix`). With hundreds of rows and answers of ~100 tokens,
+transformers' `DynamicCache` concatenates at every step, so every step copies every row's
+cache; measured on the tiny model (1 CPU thread, 4 chains x 10 cuts x 50 samples, 100 answer
+tokens) that made sampling ~1.5x slower. Here each layer keeps a buffer with spare room and a
+step writes only what it adds. (With 30 answer tokens the two cost the same.)
 
-It is a drop-in for `DynamicCache` in the `calibrl.rollout.kv_cache` functions: they only call
-`update` (through the model), `batch_select_indices` and the layers' `keys` / `values`, which here
-are views of the filled part of the buffers, so in-place writes to them reach the buffers.
+Why not a transformers cache class: the public ones do not fit. `DynamicCache` copies as above;
+`StaticCache` writes in place but returns all of its preallocated slots, unfilled ones included,
+to the attention function and cannot select rows (finished rows leave the batch, and each
+context is repeated for its samples). Subclassing their layer classes ties calibrl to internals
+that change between releases (an earlier version of this module did). So this is not a
+transformers `Cache` at all: the model runs with `use_cache=False`, and the probe's attention
+function (`shared_prefix.attention`, registered through the public `AttentionInterface`) is
+handed this object and calls `update` itself, then attends over the returned views.
+
+The method names follow `DynamicCache` (`update`, `batch_select_indices`, `get_seq_length`,
+`layers[i].keys / .values`), so the two can be compared directly (tests/probe).
 
 Shapes: R = rows, H = kv heads, L = filled slots, C = capacity, D = head dim.
 """
@@ -18,18 +27,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from transformers.cache_utils import Cache, DynamicLayer
 
 
-class GrowableLayer(DynamicLayer):
+class GrowableLayer:
     """One layer: it owns the buffers `[R, H, C, D]`, of which the first `length` slots are
     filled; `keys` / `values` are views of those."""
 
     def __init__(self, keys_buffer: torch.Tensor, values_buffer: torch.Tensor, length: int
                  ) -> None:
-        super().__init__()
-        self.dtype, self.device = keys_buffer.dtype, keys_buffer.device
-        self.is_initialized = True
         self._keys, self._values, self._length = keys_buffer, values_buffer, length
         self._refresh()
 
@@ -45,8 +50,9 @@ class GrowableLayer(DynamicLayer):
             new[:, :, :self._length] = old[:, :, :self._length]
             setattr(self, name, new)
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append `[R, H, S, D]` keys and values; returns the filled views `[R, H, L + S, D]`."""
         new = key_states.shape[2]
         if self._length + new > self._keys.shape[2]:
             self._grow(self._length + new)
@@ -74,11 +80,11 @@ class GrowableLayer(DynamicLayer):
         return self._length
 
 
-class GrowableCache(Cache):
-    """A cache of `GrowableLayer`s, all filled to the same length."""
+class GrowableCache:
+    """One `GrowableLayer` per model layer, all filled to the same length between forwards."""
 
     def __init__(self, layers: Sequence[GrowableLayer]) -> None:
-        super().__init__(layers=list(layers))
+        self.layers = list(layers)
 
     @classmethod
     def zeros(cls, layers: int, rows: int, heads: int, capacity: int, head_dim: int,
@@ -88,3 +94,15 @@ class GrowableCache(Cache):
         shape = (rows, heads, capacity, head_dim)
         return cls([GrowableLayer(like.new_zeros(shape), like.new_zeros(shape), length)
                     for _ in range(layers)])
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append to layer `layer_idx` (the signature of `Cache.update`)."""
+        return self.layers[layer_idx].update(key_states, value_states)
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        for layer in self.layers:
+            layer.batch_select_indices(indices)
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.layers[layer_idx].get_seq_length()

@@ -8,14 +8,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from calibrl.evaluation.plots import BAR_COLOR, CORRECT_COLOR, DPI, WRONG_COLOR
-
-
-def _save(fig: Figure, out_path: str | Path) -> Path:
-    out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=DPI, bbox_inches="tight")
-    return out
+from calibrl.utils.plotting import BAR_COLOR, CORRECT_COLOR, WRONG_COLOR, save_figure
 
 
 def _draw(ax: Any, grid: list[float], curve: Mapping[str, Any], color: str, label: str) -> None:
@@ -54,7 +47,7 @@ def plot_curves(summary: Mapping[str, Any], out_path: str | Path, *,
            title=f"{title}\n{subtitle}")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)
 
 
 def plot_decided(summary: Mapping[str, Any], out_path: str | Path, *,
@@ -72,4 +65,4 @@ def plot_decided(summary: Mapping[str, Any], out_path: str | Path, *,
            ylabel="Traces", title=f"{title}\n(same answer >= {decided['threshold']:g} "
            "from there on)")
     ax.grid(alpha=0.3, axis="y")
-    return _save(fig, out_path)
+    return save_figure(fig, out_path)

@@ -16,7 +16,8 @@ conventions of `calibrl.rollout.engine`), where job `j` asks for `params.n` cont
 
 Randomness of `CachedSampler`: sample `s` of the point at `cut` of the job keyed `key` draws its
 token at step `t` from `uniforms(seed, derive_seed(key, cut), s, t)`, a pure function of what it
-samples; batching, the other jobs of a call and resuming leave the samples unchanged.
+samples; batching, the other jobs of a call and resuming leave the samples unchanged. The
+token-by-token loop is `calibrl.rollout.decode.decode_rows`, the one `HFEngine` runs too.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from calibrl.errors import UserError
 from calibrl.probe.growable_cache import GrowableCache
 from calibrl.probe.shared_prefix import SharedPrefix, shared_prefix_attention, supported
 from calibrl.rollout import kv_cache
+from calibrl.rollout.decode import decode_rows
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.hf_engine import HFEngine, plan_chunks
-from calibrl.rollout.sampling import derive_seed, sample_tokens, uniforms
-from calibrl.rollout.stopping import StopChecker, decode
+from calibrl.rollout.sampling import derive_seed
+from calibrl.rollout.stopping import StopChecker
 from calibrl.utils.eval_mode import eval_mode
 
 Results = list[list[list[Generation]]]  # [job][cut][sample]
@@ -126,8 +128,9 @@ class CachedSampler:
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: GrowableCache,
                  prefix: SharedPrefix) -> torch.Tensor:
         """Feed `ids` `[R, Q]` at `positions` `[R, Q]`; next-token logits `[R, V]`."""
-        out = self.engine.model(input_ids=ids, position_ids=positions, past_key_values=cache,
-                                use_cache=True, logits_to_keep=1, probe_prefix=prefix)
+        # The attention function appends to `cache` itself (`shared_prefix.attention`).
+        out = self.engine.model(input_ids=ids, position_ids=positions, use_cache=False,
+                                logits_to_keep=1, probe_prefix=prefix, probe_cache=cache)
         self.stats.forward_passes += 1
         return out.logits[:, -1]
 
@@ -169,38 +172,13 @@ class CachedSampler:
         it; until then they ride along and their tokens are ignored, which costs less than
         copying the batch at every step in which some row finishes.
         """
-        tokenizer = self.engine.tokenizer
-        checker = StopChecker(tokenizer, params.stop, self.engine.eos_token_ids,
+        checker = StopChecker(self.engine.tokenizer, params.stop, self.engine.eos_token_ids,
                               params.max_new_tokens)
-        rows = len(streams)
-        tokens: list[list[int]] = [[] for _ in range(rows)]
-        logps: list[list[float]] = [[] for _ in range(rows)]
-        reasons: list[Any] = [None] * rows
-        batch = list(range(rows))  # the row at each batch position
-        for step in range(params.max_new_tokens):
-            u = uniforms(params.seed or 0, streams, sample, step)
-            tok, lp = sample_tokens(logits, params.temperature, params.top_k, params.top_p, u)
-            live = []
-            for j, (r, t, p) in enumerate(zip(batch, tok.tolist(), lp.tolist(), strict=True)):
-                if reasons[r] is None:
-                    tokens[r].append(t)
-                    logps[r].append(p)
-                    reasons[r] = checker.finish(tokens[r])
-                    self.stats.generated_tokens += 1
-                    if reasons[r] is None:
-                        live.append(j)
-            if not live:
-                break
-            if 8 * (len(batch) - len(live)) >= len(batch):
-                idx = torch.tensor(live, device=tok.device)
-                cache.batch_select_indices(idx)
-                prefix = prefix.select(idx)
-                tok, pos, streams, sample = tok[idx], pos[idx], streams[idx], sample[idx]
-                batch = [batch[j] for j in live]
-            logits = self._forward(tok[:, None], pos[:, None], cache, prefix)
-            pos = pos + 1
-        return [Generation(tokens[r], decode(tokenizer, tokens[r]), logps[r], reasons[r])
-                for r in range(rows)]
+        rows = _SharedPrefixRows(self, cache, prefix)
+        out = decode_rows(rows, logits, pos, streams, sample, params, params.seed or 0, checker,
+                          drop_share=1 / 8)
+        self.stats.generated_tokens += sum(len(g.token_ids) for g in out)
+        return out
 
     def _check_lengths(self, contexts: list[_Context], params: SamplingParams) -> None:
         limit = getattr(self.engine.model.config, "max_position_embeddings", None)
@@ -208,6 +186,21 @@ class CachedSampler:
         if limit is not None and longest + params.max_new_tokens > limit:
             raise UserError(f"a context of {longest} tokens plus {params.max_new_tokens} answer "
                             f"tokens exceeds the model's {limit} positions")
+
+
+class _SharedPrefixRows:
+    """Rows that read a `SharedPrefix` and keep their own tokens in a `GrowableCache`."""
+
+    def __init__(self, sampler: CachedSampler, cache: GrowableCache, prefix: SharedPrefix
+                 ) -> None:
+        self.sampler, self.cache, self.prefix = sampler, cache, prefix
+
+    def forward(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return self.sampler._forward(tokens[:, None], pos[:, None], self.cache, self.prefix)
+
+    def select(self, index: torch.Tensor) -> None:
+        self.cache.batch_select_indices(index)
+        self.prefix = self.prefix.select(index)
 
 
 def _contexts(jobs: Sequence[ProbeJob], suffix: list[int]) -> list[_Context]:
@@ -224,8 +217,6 @@ def _contexts(jobs: Sequence[ProbeJob], suffix: list[int]) -> list[_Context]:
             else:
                 raise UserError("an empty context (no prompt, no chain, no forced text)")
     return contexts
-
-
 
 
 class EngineSampler:

@@ -15,6 +15,9 @@ output `A_i = sum e^(s - m_i) v`.
 It plugs into transformers through its attention interface: `shared_prefix_attention(model)`
 switches a model to the registered function `ATTENTION_NAME` for a block of code, and a forward
 call passes `probe_prefix=SharedPrefix(...)`; without that argument the function is plain SDPA.
+The rows' own tokens are kept by calibrl, not by a transformers cache: the forward call also
+passes `probe_cache=GrowableCache(...)` (with `use_cache=False`), and the function appends the
+new keys and values to it before attending (see `growable_cache` for why).
 Models that do not dispatch attention through the interface are not supported (`supported`).
 
 Shapes: R = rows, Hq / Hk = query / kv heads (g = Hq / Hk), Q = new tokens per row,
@@ -31,6 +34,8 @@ from typing import Any
 import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+from calibrl.probe.growable_cache import GrowableCache
 
 ATTENTION_NAME = "calibrl_shared_prefix"
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [1, Hk, L, D]
@@ -118,13 +123,20 @@ def _own_part(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, new: 
 
 def attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor,
               value: torch.Tensor, attention_mask: torch.Tensor | None, scaling: float | None = None,
-              dropout: float = 0.0, probe_prefix: SharedPrefix | None = None, **kwargs: Any
+              dropout: float = 0.0, probe_prefix: SharedPrefix | None = None,
+              probe_cache: GrowableCache | None = None, **kwargs: Any
               ) -> tuple[torch.Tensor, None]:
     """The attention function (transformers' interface): query `[R, Hq, Q, D]`, the rows' own
-    keys and values `[R, Hk, S, D]`; returns `[R, Q, Hq, D]` as every interface function does."""
+    keys and values `[R, Hk, S, D]`; returns `[R, Q, Hq, D]` as every interface function does.
+
+    With `probe_cache`, `key` / `value` are only the new tokens' `[R, Hk, Q, D]`: they are
+    appended to the cache's layer `module.layer_idx` and the rows attend over all of it.
+    """
     if probe_prefix is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling,
                                       dropout=dropout, **kwargs)
+    if probe_cache is not None:
+        key, value = probe_cache.update(key, value, module.layer_idx)
     rows, q_heads, new, dim = query.shape
     heads = key.shape[1]
     scale = scaling if scaling is not None else dim ** -0.5

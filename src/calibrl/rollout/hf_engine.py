@@ -21,9 +21,9 @@ import torch
 
 from calibrl.errors import UserError
 from calibrl.rollout import kv_cache
+from calibrl.rollout.decode import decode_rows
 from calibrl.rollout.engine import Generation, SamplingParams, check_prompts
-from calibrl.rollout.sampling import sample_tokens, uniforms
-from calibrl.rollout.stopping import StopChecker, decode
+from calibrl.rollout.stopping import StopChecker
 from calibrl.utils.eval_mode import eval_mode
 
 
@@ -198,36 +198,13 @@ class HFEngine:
     def _decode(self, cache: Any, mask: torch.Tensor, pos: torch.Tensor, logits: torch.Tensor,
                 ctx: torch.Tensor, sample: torch.Tensor, params: SamplingParams, seed: int
                 ) -> list[Generation]:
-        """Sample until every row stops; finished rows leave the batch (and the cache)."""
+        """Sample until every row stops; finished rows leave the batch (and the cache) at once."""
         checker = StopChecker(self.tokenizer, params.stop, self.eos_token_ids,
                               params.max_new_tokens)
-        rows = len(ctx)
-        tokens: list[list[int]] = [[] for _ in range(rows)]
-        logps: list[list[float]] = [[] for _ in range(rows)]
-        reasons: list[str | None] = [None] * rows
-        active = list(range(rows))
-        for step in range(params.max_new_tokens):
-            u = uniforms(seed, ctx, sample, step)
-            tok, lp = sample_tokens(logits, params.temperature, params.top_k, params.top_p, u)
-            keep = []
-            for j, (r, t, p) in enumerate(zip(active, tok.tolist(), lp.tolist(), strict=True)):
-                tokens[r].append(t)
-                logps[r].append(p)
-                reasons[r] = checker.finish(tokens[r])
-                if reasons[r] is None:
-                    keep.append(j)
-            self.stats.generated_tokens += len(active)
-            if not keep:
-                break
-            if len(keep) < len(active):
-                idx = torch.tensor(keep, device=tok.device)
-                cache, mask = kv_cache.select_rows(cache, mask, idx)
-                tok, pos, ctx, sample = tok[idx], pos[idx], ctx[idx], sample[idx]
-                active = [active[j] for j in keep]
-            logits, mask = kv_cache.decode_step(self.model, cache, mask, pos, tok)
-            pos = pos + 1
-        return [Generation(tokens[r], decode(self.tokenizer, tokens[r]), logps[r], reasons[r])
-                for r in range(rows)]  # type: ignore[arg-type]
+        rows = _PaddedRows(self.model, cache, mask)
+        out = decode_rows(rows, logits, pos, ctx, sample, params, seed, checker)
+        self.stats.generated_tokens += sum(len(g.token_ids) for g in out)
+        return out
 
     def _check_lengths(self, contexts: list[_Context], params: SamplingParams) -> None:
         limit = getattr(self.model.config, "max_position_embeddings", None)
@@ -241,6 +218,20 @@ class HFEngine:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         return time.perf_counter()
+
+
+class _PaddedRows:
+    """Rows of a `DynamicCache` with a 2-D attention mask (`kv_cache`): the engine's layout."""
+
+    def __init__(self, model: Any, cache: Any, mask: torch.Tensor) -> None:
+        self.model, self.cache, self.mask = model, cache, mask
+
+    def forward(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        logits, self.mask = kv_cache.decode_step(self.model, self.cache, self.mask, pos, tokens)
+        return logits
+
+    def select(self, index: torch.Tensor) -> None:
+        self.cache, self.mask = kv_cache.select_rows(self.cache, self.mask, index)
 
 
 def _default_eos(model: Any, tokenizer: Any) -> set[int]:

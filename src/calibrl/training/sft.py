@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
-from calibrl.training.policy import load_policy
+from calibrl.models.loading import load_policy
 from calibrl.training.sft_batch import (
     IGNORE,
     bucket_batches,

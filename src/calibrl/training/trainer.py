@@ -27,13 +27,14 @@ from transformers import get_scheduler
 from calibrl.algo import build_train_batch, histogram_values, rollout_stats, score_tree
 from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
 from calibrl.data import load_examples
+from calibrl.models.loading import load_policy, resolve_model_path
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, run_rollout
 from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import find_checkpoint, save_checkpoint, set_rng_state
 from calibrl.training.config import Config, dump_config
 from calibrl.training.metrics_log import MetricsLogger
-from calibrl.training.policy import load_policy, resolve_model_path, token_logprobs
+from calibrl.training.policy import token_logprobs
 from calibrl.training.prompt_sampler import PromptSampler
 from calibrl.training.samples import sample_rows
 from calibrl.utils.atomic import atomic_dir

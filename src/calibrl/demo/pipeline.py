@@ -40,7 +40,8 @@ DEMO_TASK = "countdown"
 # autocast is emulated, and many times slower, on CPUs without AVX512-BF16/AMX. Measured on the
 # demo's SFT model (benchmarks/rl/README.md): confidence advantages scaled per group (the spec's
 # default) drive every confidence to "0.1"; one batch-wide scale lets them follow the accuracy;
-# answer updates at full weight cost 6 points of accuracy in 25 steps, at 0.3 about 2.
+# answer updates at full weight cost 6 points of accuracy in 25 steps, at 0.3 about 2; ranking
+# (AUROC) needs about 40 steps.
 RL_OVERRIDES: tuple[str, ...] = (
     f"algorithm.mode={TWO_TURN.name}", "rollout.prompts_per_step=8",
     "rollout.num_generations_answer=4",
@@ -50,7 +51,7 @@ RL_OVERRIDES: tuple[str, ...] = (
     "algorithm.lambda_ans=0.3", "algorithm.lambda_conf=1.0", "algorithm.confidence_std_scope=batch",
     "optim.lr=3e-4",
     "optim.scheduler=constant_with_warmup", "optim.warmup_steps=2", "optim.micro_batch_size=64",
-    "optim.mixed_precision=no", "checkpoint.every=25", "logging.samples_every=10",
+    "optim.mixed_precision=no", "checkpoint.every=20", "logging.samples_every=10",
 )
 
 
@@ -86,7 +87,7 @@ class DemoSettings:
     eval_temperature: float = 1.0
     eval_max_answer_tokens: int = 64
     eval_max_confidence_tokens: int = 32
-    rl_steps: int = 25
+    rl_steps: int = 40
     rl_overrides: tuple[str, ...] = RL_OVERRIDES
     probe_traces: int = 24
     probe_samples: int = 50

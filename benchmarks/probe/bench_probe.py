@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from naive import NaiveSampler  # noqa: E402
 
-from calibrl.data import examples_from_instances, load_examples  # noqa: E402
+from calibrl.data import load_examples  # noqa: E402
 from calibrl.probe.config import ProbeConfig  # noqa: E402
 from calibrl.probe.judge import sampled_answer, solution_str  # noqa: E402
 from calibrl.probe.runner import probe_traces  # noqa: E402
@@ -76,6 +76,7 @@ def load(args: argparse.Namespace):
     if data_path is not None:
         examples = load_examples(data_path)[: args.traces]
     else:
+        from calibrl.tasks.countdown.data import examples_from_instances
         from calibrl.tasks.countdown.generate import generate_countdown
 
         train, _ = generate_countdown(args.traces, num_numbers=(3, 3), max_number=20, seed=0,

@@ -176,3 +176,47 @@ def test_group_normalize_is_shift_invariant_and_zero_mean():
     assert torch.allclose(a, group_normalize(r + 3.0, g), atol=1e-5)
     for gid in g.unique():
         assert abs(float(a[g == gid].sum())) < 1e-4
+
+
+def _slow_batch_scope(rewards, answers):
+    """Reference: centre on each answer's mean in a loop, then divide by one batch-wide RMS."""
+    centred = []
+    for reward, answer in zip(rewards, answers, strict=True):
+        siblings = [r for r, a in zip(rewards, answers, strict=True) if a == answer]
+        centred.append(reward - sum(siblings) / len(siblings))
+    rms = (sum(c * c for c in centred) / len(centred)) ** 0.5
+    return [c / (rms + 1e-6) for c in centred]
+
+
+def test_batch_std_scope_keeps_the_brier_differences_sizes():
+    # Brier rewards of confidences 0.2 and 0.5 on a wrong answer (0), then on a right one (1).
+    rewards = torch.tensor([1 - 0.2**2, 1 - 0.5**2, 1 - 0.8**2, 1 - 0.5**2], dtype=torch.float64)
+    prompt = torch.tensor([0, 0, 0, 0])
+    answer = torch.tensor([0, 0, 1, 1])
+    by_group = confidence_advantages_by_group(rewards, prompt, answer)
+    assert by_group.tolist() == pytest.approx([1, -1, -1, 1], abs=1e-4)  # signs only
+    by_batch = confidence_advantages_by_group(rewards, prompt, answer, std_scope="batch")
+    assert by_batch.tolist() == pytest.approx(_slow_batch_scope(rewards.tolist(), [0, 0, 1, 1]))
+    assert abs(by_batch[2]) > abs(by_batch[0])  # the right answer's larger Brier gap counts more
+    assert by_batch.square().mean().item() == pytest.approx(1.0, abs=1e-4)
+    off = confidence_advantages_by_group(rewards, prompt, answer, std_scope="batch",
+                                         normalize_std=False)
+    assert off.tolist() == pytest.approx([0.105, -0.105, -0.195, 0.195], abs=1e-6)
+    with pytest.raises(UserError, match="std scope"):
+        confidence_advantages_by_group(rewards, prompt, answer, std_scope="rows")
+
+
+def test_batch_std_scope_moves_a_constant_confidence_toward_the_accuracy():
+    """Expected advantage of saying c+d over c, for answers right with probability p: with the
+    batch scope it has the sign of p - c (the Brier gradient); the group scope says "lower"
+    whenever most answers are wrong, however close c already is to p."""
+    c, d = 0.2, 0.1  # p = 0.3 > c
+    right = [1 - (1 - c) ** 2, 1 - (1 - c - d) ** 2]
+    wrong = [1 - c**2, 1 - (c + d) ** 2]
+    rewards = torch.tensor(right * 3 + wrong * 7, dtype=torch.float64)  # 3 right, 7 wrong
+    answer = torch.arange(10).repeat_interleave(2)
+    prompt = torch.zeros(20, dtype=torch.long)
+    for scope, sign in (("batch", 1.0), ("group", -1.0)):
+        adv = confidence_advantages_by_group(rewards, prompt, answer, std_scope=scope)
+        push_up = adv[1::2].sum().item()  # the higher confidence's advantages
+        assert push_up * sign > 0, (scope, push_up)

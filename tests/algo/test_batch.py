@@ -35,7 +35,7 @@ def test_layout(byte_tok, tree):
     assert batch.answer_group.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 2]
     num_ctx, num_resp = batch.prompt_ids.shape[1], batch.response_ids.shape[1]
     assert batch.attention_mask.shape == batch.position_ids.shape == (len(rows), num_ctx + num_resp)
-    for name in ("response_mask", "loss_mask", "old_logprobs", "advantages"):
+    for name in ("response_mask", "loss_mask", "advantages"):
         assert getattr(batch, name).shape == (len(rows), num_resp)
     pad = byte_tok.pad_token_id
     for b, row in enumerate(rows):
@@ -52,7 +52,6 @@ def test_layout(byte_tok, tree):
         )
         kind = "confidence" if row.sample_type == CONFIDENCE else "answer"
         assert batch.loss_mask[b, : len(resp)].tolist() == span_loss_mask(byte_tok, resp, kind)
-        assert batch.old_logprobs[b, : len(resp)].tolist() == row.sample.logprobs
     assert (batch.loss_mask <= batch.response_mask).all()
     assert torch.equal(batch.input_ids, torch.cat([batch.prompt_ids, batch.response_ids], 1))
     # the inserted user turn is in the context of confidence rows, never in the response
@@ -111,9 +110,13 @@ def test_single_turn_modes(byte_tok):
         build_train_batch(tree, byte_tok)
 
 
-def test_missing_logprobs_leave_old_logprobs_to_the_trainer(byte_tok, tree):
+def test_samples_without_logprobs_still_batch(byte_tok, tree):
+    # the trainer takes old log-probs from the policy, never from the rollout
+    with_logprobs = build_train_batch(tree, byte_tok)
     tree.prompts[0].answers[0].sample.logprobs = None
-    assert build_train_batch(tree, byte_tok).old_logprobs is None
+    without = build_train_batch(tree, byte_tok)
+    assert all(torch.equal(getattr(with_logprobs, f), getattr(without, f))
+               for f in ("response_ids", "loss_mask", "advantages"))
 
 
 def test_split_trim_select_to(byte_tok, tree):
@@ -126,7 +129,7 @@ def test_split_trim_select_to(byte_tok, tree):
         # trimming removes only all-padding columns: real tokens and their positions are kept
         assert part.prompt_ids.shape[1] <= full.prompt_ids.shape[1]
         assert part.attention_mask[:, 0].any() and part.response_mask[:, -1].any()
-        for name in ("response_ids", "loss_mask", "advantages", "old_logprobs", "response_mask"):
+        for name in ("response_ids", "loss_mask", "advantages", "response_mask"):
             width = getattr(part, name).shape[1]
             assert torch.equal(getattr(part, name), getattr(full, name)[:, :width])
             assert getattr(full, name)[:, width:].abs().sum() == 0 or name == "response_ids"
@@ -138,18 +141,19 @@ def test_split_trim_select_to(byte_tok, tree):
         )
         start += len(part)
     moved = batch.to("meta")
-    assert moved.loss_mask.device.type == "meta" and moved.old_logprobs.device.type == "meta"
+    assert moved.loss_mask.device.type == "meta" and moved.advantages.device.type == "meta"
     assert len(batch.select(batch.sample_type == ANSWER)) == 3
     with pytest.raises(ValueError):
         batch.split(0)
 
 
-def _grad_of_logits(batch: TrainBatch, logits: torch.Tensor, **kw) -> torch.Tensor:
+def _grad_of_logits(batch: TrainBatch, logits: torch.Tensor, old_logp: torch.Tensor,
+                    **kw) -> torch.Tensor:
     logits = logits.clone().requires_grad_(True)
     logp = response_logprobs(logits, batch)
     loss, _ = policy_loss(
         logp,
-        batch.old_logprobs,
+        old_logp,
         batch.advantages,
         batch.loss_mask,
         sample_type=batch.sample_type,
@@ -165,8 +169,8 @@ def test_gradients_flow_only_through_each_rows_own_span(byte_tok, tree, agg):
     gen = torch.Generator().manual_seed(0)
     rows, cols = batch.input_ids.shape
     logits = torch.randn(rows, cols, len(byte_tok), generator=gen)
-    batch.old_logprobs = response_logprobs(logits, batch)  # on-policy: ratio 1, nothing clipped
-    grad = _grad_of_logits(batch, logits, agg=agg)
+    old = response_logprobs(logits, batch)  # on-policy: ratio 1, nothing clipped
+    grad = _grad_of_logits(batch, logits, old, agg=agg)
     num_ctx = batch.prompt_ids.shape[1]
     # the logits at column P + t - 1 predict response token t: only those under the mask get grad
     predicts = torch.zeros(rows, cols, dtype=torch.bool)
@@ -181,7 +185,7 @@ def test_gradients_flow_only_through_each_rows_own_span(byte_tok, tree, agg):
     for keep in (ANSWER, CONFIDENCE):
         only = batch.select(slice(None))
         only.advantages = batch.advantages * (batch.sample_type == keep)[:, None]
-        g = _grad_of_logits(only, logits, agg=agg)
+        g = _grad_of_logits(only, logits, old, agg=agg)
         keep_rows = batch.sample_type == keep
         assert torch.allclose(g[keep_rows], grad[keep_rows], atol=1e-7)
         assert g[~keep_rows].abs().max() == 0

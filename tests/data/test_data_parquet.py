@@ -6,19 +6,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from calibrl.data import (
-    TaskExample,
-    arrow_schema,
-    convert_countdown_file,
-    countdown_example,
-    examples_from_instances,
-    load_examples,
-    write_examples,
-)
+from calibrl.data import TaskExample, arrow_schema, load_examples, write_examples
 from calibrl.data import parquet as parquet_module
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
 from calibrl.tasks.countdown import compute_score
+from calibrl.tasks.countdown.data import (
+    convert_countdown_file,
+    countdown_example,
+    examples_from_instances,
+)
 from calibrl.tasks.countdown.generate import generate_countdown
 
 TINYZERO_PROMPT = (
@@ -42,7 +39,7 @@ def test_round_trip_through_parquet(tmp_path):
     example = train[0]
     assert row == {
         "data_source": "countdown",
-        "prompt": get_task("countdown").build_messages(example.ground_truth),
+        "prompt": get_task("countdown").make_prompt(example.ground_truth),
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": example.ground_truth},
         "extra_info": {
@@ -163,7 +160,7 @@ def test_reads_target_nums_rows(tmp_path, suffix):
         {"target": r["target"], "numbers": r["nums"]} for r in RAW
     ]
     assert [e.index for e in examples] == [0, 1, 2, 3]
-    assert examples[0].messages == task.build_messages({"target": 98, "numbers": [44, 19, 35]})
+    assert examples[0].messages == task.make_prompt({"target": 98, "numbers": [44, 19, 35]})
     assert all(e.data_source == "countdown" and e.split is None for e in examples)
 
 
@@ -194,6 +191,6 @@ def test_convert_tinyzero_rebuilds_prompts_and_limits_rows(tmp_path):
     pq.write_table(pa.Table.from_pylist(tinyzero_rows()), path)
     result = convert_countdown_file(path, n=1, test_size=0)
     (example,) = result.train
-    assert example.messages == get_task("countdown").build_messages(example.ground_truth)
+    assert example.messages == get_task("countdown").make_prompt(example.ground_truth)
     with pytest.raises(UserError, match="2 usable rows, fewer than n=3"):
         convert_countdown_file(path, n=3)

@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from calibrl.data import load_examples
-from calibrl.data.example import countdown_ground_truth
 from calibrl.errors import UserError
+from calibrl.tasks.countdown.data import countdown_ground_truth
 
 GOOD = {
     "data_source": "countdown",

@@ -1,18 +1,26 @@
 """The demo at toy size: every stage runs and every artefact exists and parses."""
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
 
 from calibrl.data import load_examples
+from calibrl.data.mix import difficulty_of
 from calibrl.demo.pipeline import DemoSettings, run_demo, stage_data_and_rewards
 
 
 def test_data_and_reward_stage(tmp_path: Path):
-    settings = DemoSettings(out_dir=tmp_path, n_problems=40, test_size=10, max_number=12)
+    settings = DemoSettings(out_dir=tmp_path, n_problems=40, test_size=10, max_number=12,
+                            sft_size_weights=(1.0, 1.0, 2.0), sft_problems=60)
     kinds = stage_data_and_rewards(settings, Console(file=open("/dev/null", "w")))
-    assert len(load_examples(tmp_path / "data/train.parquet")) == 30
+    train = load_examples(tmp_path / "data/train.parquet")
+    assert len(train) == 30
+    sft = load_examples(tmp_path / "data/sft.parquet")
+    assert Counter(difficulty_of(e) for e in sft) == {"2 numbers": 15, "3 numbers": 15,
+                                                       "4 numbers": 30}
+    assert {e.messages[0]["content"] for e in sft} <= {e.messages[0]["content"] for e in train}
     assert len(load_examples(tmp_path / "data/test.parquet")) == 10
     assert kinds["reference"][1.0] == 10  # every reference solution verifies
     assert kinds["no answer tag"][0] == 10

@@ -19,7 +19,7 @@ def setup(tmp_path_factory):
     # Two and three numbers alternate, so predictions fall into two difficulty groups.
     gts = [{"target": 3 + i, "numbers": [1, 2, i][: 2 + i % 2]} for i in range(5)]
     data = write_examples(root / "test.parquet", [
-        TaskExample("countdown", COUNTDOWN.build_messages(gt), gt, i, "test")
+        TaskExample("countdown", COUNTDOWN.make_prompt(gt), gt, i, "test")
         for i, gt in enumerate(gts)])
     return root, model, data
 

@@ -95,7 +95,7 @@ def test_generate_from_loaded_model(tmp_path):
     out = create_tiny_model(tmp_path, seed=0, **SMALL)
     model = AutoModelForCausalLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
-    messages = COUNTDOWN.build_messages({"target": 51, "numbers": [12, 5, 3]})
+    messages = COUNTDOWN.make_prompt({"target": 51, "numbers": [12, 5, 3]})
     batch = tokenizer.apply_chat_template(
         messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
     )

@@ -19,7 +19,7 @@ from calibrl.models.tokenizer import (
 )
 from calibrl.protocol.tags import TAGS
 from calibrl.tasks.countdown import COUNTDOWN, compute_score, extract_solution
-from calibrl.tasks.countdown.task import SYSTEM_PROMPT, user_prompt
+from calibrl.tasks.countdown.prompts import SYSTEM_PROMPT, user_prompt
 
 THINK = "<think>\n12 + 5 = 17\n17 * 3 = 51\n</think>\n<answer>(12 + 5) * 3</answer>"
 
@@ -111,7 +111,7 @@ def test_special_tokens():
 
 
 def test_chat_template_is_chatml():
-    messages = COUNTDOWN.build_messages({"target": 51, "numbers": [12, 5, 3]})
+    messages = COUNTDOWN.make_prompt({"target": 51, "numbers": [12, 5, 3]})
     text = tok().apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     assert text == (
         f"{IM_START}system\n{SYSTEM_PROMPT}{IM_END}\n"
@@ -126,7 +126,7 @@ def test_chat_template_is_chatml():
 
 def test_two_turn_conversation_and_reward_on_decoded_text():
     gt = {"target": 51, "numbers": [12, 5, 3]}
-    messages = COUNTDOWN.build_messages(gt) + [
+    messages = COUNTDOWN.make_prompt(gt) + [
         {"role": "assistant", "content": THINK},
         {"role": "user", "content": CONFIDENCE_QUESTION},
     ]

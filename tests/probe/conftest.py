@@ -41,7 +41,7 @@ def make_examples(problems=PROBLEMS) -> list[TaskExample]:
     out = []
     for i, (numbers, target) in enumerate(problems):
         gt = {"target": target, "numbers": list(numbers)}
-        out.append(TaskExample("countdown", COUNTDOWN.build_messages(gt), gt, i, "test"))
+        out.append(TaskExample("countdown", COUNTDOWN.make_prompt(gt), gt, i, "test"))
     return out
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from calibrl.rewards import BatchRewardManager
-from calibrl.tasks import register_task
+from calibrl.tasks import Task, register_task
 from calibrl.tasks.countdown import compute_score
 
 VOCAB = ["<pad>", "Assistant:", " ", "<answer>", "</answer>", "1", "2", "3", "+", "*", "\n", "x"]
@@ -81,14 +81,14 @@ def test_empty_response_row_stays_zero():
     assert torch.count_nonzero(out.token_scores) == 0
 
 
-class _SlowTask:
+class _SlowTask(Task):
     name = "test_slow_task"
     failure_score = -1.0
 
-    def build_messages(self, ground_truth):
+    def make_prompt(self, ground_truth, style=None):
         return []
 
-    def verify(self, answer_text, ground_truth):
+    def check(self, answer_text, ground_truth):
         return False
 
     def score(self, solution_str, ground_truth):

@@ -5,9 +5,9 @@ import pytest
 from calibrl.algo import score_tree
 from calibrl.data import TaskExample
 from calibrl.models import build_tiny_model, build_tokenizer
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
 from calibrl.rollout.engine import make_engine
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
-from calibrl.rollout.rollouts import ROLLOUTS, RolloutSettings, encode_messages, plain_template
+from calibrl.rollout.rollouts import RolloutSettings, encode_messages, plain_template, run_rollout
 from calibrl.tasks.countdown import COUNTDOWN
 
 
@@ -15,7 +15,7 @@ from calibrl.tasks.countdown import COUNTDOWN
 def parts():
     tokenizer = build_tokenizer()
     model = build_tiny_model(tokenizer, hidden_size=32, num_layers=1, num_heads=2)
-    examples = [TaskExample("countdown", COUNTDOWN.build_messages(gt), gt, i)
+    examples = [TaskExample("countdown", COUNTDOWN.make_prompt(gt), gt, i)
                 for i, gt in enumerate([{"target": 3, "numbers": [1, 2]},
                                         {"target": 24, "numbers": [4, 6, 1]}])]
     return tokenizer, make_engine("hf", model, tokenizer), examples
@@ -27,7 +27,7 @@ SETTINGS = RolloutSettings(num_generations_answer=3, num_generations_confidence=
 
 def test_two_turn_tree_shape_and_turn2_conversation(parts):
     tokenizer, engine, examples = parts
-    tree = ROLLOUTS["two_turn"](engine, tokenizer, examples, SETTINGS, 0)
+    tree = run_rollout(engine, tokenizer, examples, SETTINGS, "two_turn", 0)
     assert [len(p.answers) for p in tree.prompts] == [3, 3]
     for prompt, ex in zip(tree.prompts, examples, strict=True):
         assert prompt.index == ex.index and prompt.ground_truth == ex.ground_truth
@@ -48,8 +48,8 @@ def test_two_turn_tree_shape_and_turn2_conversation(parts):
 
 def test_rlcr_and_rlvr_are_single_turn(parts):
     tokenizer, engine, examples = parts
-    rlcr = ROLLOUTS["rlcr"](engine, tokenizer, examples, SETTINGS, 0)
-    rlvr = ROLLOUTS["rlvr"](engine, tokenizer, examples, SETTINGS, 0)
+    rlcr = run_rollout(engine, tokenizer, examples, SETTINGS, "rlcr", 0)
+    rlvr = run_rollout(engine, tokenizer, examples, SETTINGS, "rlvr", 0)
     for tree in (rlcr, rlvr):
         assert all(not a.confidences for p in tree.prompts for a in p.answers)
     rlcr_context = tokenizer.decode(rlcr.prompts[0].answers[0].sample.context_ids)
@@ -62,8 +62,8 @@ def test_rlcr_and_rlvr_are_single_turn(parts):
 
 def test_same_seed_same_rollout(parts):
     tokenizer, engine, examples = parts
-    a = ROLLOUTS["two_turn"](engine, tokenizer, examples, SETTINGS, 7)
-    b = ROLLOUTS["two_turn"](engine, tokenizer, examples, SETTINGS, 7)
+    a = run_rollout(engine, tokenizer, examples, SETTINGS, "two_turn", 7)
+    b = run_rollout(engine, tokenizer, examples, SETTINGS, "two_turn", 7)
     texts = lambda t: [(x.sample.text, [c.text for c in x.confidences])  # noqa: E731
                        for p in t.prompts for x in p.answers]
     assert texts(a) == texts(b)

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from calibrl.protocol.completions import ensure_answer_tags
 from calibrl.tasks.countdown import (
     compute_score,
-    ensure_answer_tags,
     evaluate_equation,
     extract_solution,
     validate_equation,

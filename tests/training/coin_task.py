@@ -1,18 +1,18 @@
 """A task for training tests: correct iff a stable hash of the answer is even, so even a random
 model's text gets varied rewards and its weights must move. Importing it registers the task."""
 
-from calibrl.tasks import register_task
+from calibrl.tasks import Task, register_task
 from calibrl.tasks.countdown import COUNTDOWN
 
 
-class CoinTask:
+class CoinTask(Task):
     name = "test_coin"
     failure_score = 0.0
 
-    def build_messages(self, ground_truth):
-        return COUNTDOWN.build_messages(ground_truth)
+    def make_prompt(self, ground_truth, style=None):
+        return COUNTDOWN.make_prompt(ground_truth, style)
 
-    def verify(self, answer_text, ground_truth):
+    def check(self, answer_text, ground_truth):
         return sum(answer_text.encode()) % 2 == 0
 
     def score(self, solution_str, ground_truth):

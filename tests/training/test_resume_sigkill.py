@@ -36,7 +36,7 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path: Path):
 
     gts = [{"target": t, "numbers": [1, 2, t]} for t in range(3, 13)]
     train = write_examples(tmp_path / "train.parquet", [
-        TaskExample(COIN.name, COIN.build_messages(gt), gt, i, "train") for i, gt in enumerate(gts)])
+        TaskExample(COIN.name, COIN.make_prompt(gt), gt, i, "train") for i, gt in enumerate(gts)])
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     subprocess.run(_train_args(model, train, tmp_path, "straight"), check=True, env=env)
 

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from calibrl.data import examples_from_instances
 from calibrl.errors import UserError
 from calibrl.models import IM_END, build_tokenizer
+from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.training.sft import lr_factor
 from calibrl.training.sft_batch import (

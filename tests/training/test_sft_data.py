@@ -9,14 +9,16 @@ from collections import Counter
 
 import pytest
 
-from calibrl.algo.scoring import answer_part
-from calibrl.data import examples_from_instances
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
+from calibrl.protocol.completions import answer_part
+from calibrl.protocol.modes import get_mode
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.rewards import parse_confidence, rlcr_format_ok
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
 from calibrl.tasks.countdown import verify_equation_strict
+from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.tasks.countdown.traces import trace_steps, wrong_trace
 from calibrl.training.sft_data import (
     ANALYSIS_POOL,
     CONFIDENCE_GRID,
@@ -25,8 +27,6 @@ from calibrl.training.sft_data import (
     exclude_problems,
     parse_mix,
     reference_trace,
-    trace_steps,
-    wrong_trace,
 )
 
 TRACE = re.compile(r"<think>\n(.*)\n</think>\n<answer>(.+)</answer>", re.S)
@@ -72,7 +72,7 @@ def test_each_kind_has_its_format_and_the_prompts_of_its_mode():
         assert last["role"] == "assistant"
         seen[conv.kind] += 1
         if conv.kind == "answer":
-            assert context == answer_messages(ex.messages, "two_turn")
+            assert context == get_mode("two_turn").answer_prompt(ex.messages)
             assert TRACE.fullmatch(last["content"]) and verifies(last["content"], ex)
             assert conv.confidence is None
         elif conv.kind == "confidence":
@@ -84,7 +84,7 @@ def test_each_kind_has_its_format_and_the_prompts_of_its_mode():
             assert analysis in ANALYSIS_POOL
             assert parse_confidence(last["content"]) == conv.confidence == float(value)
         else:
-            assert context == answer_messages(ex.messages, "rlcr")
+            assert context == get_mode("rlcr").answer_prompt(ex.messages)
             assert rlcr_format_ok(last["content"]) and verifies(last["content"], ex)
             trace, _, reply = last["content"].partition("\n<analysis>")
             assert TRACE.fullmatch(trace) and CONFIDENCE_REPLY.fullmatch("<analysis>" + reply)

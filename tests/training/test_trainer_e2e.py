@@ -38,7 +38,7 @@ def _data(tmp_path: Path, source: str, n: int = 8) -> Path:
     for i in range(n):
         gt = {"target": rng.randint(1, 20), "numbers": [rng.randint(1, 9) for _ in range(3)]}
         task = CoinTask() if source == "test_coin" else COUNTDOWN
-        examples.append(TaskExample(source, task.build_messages(gt), gt, i, "train"))
+        examples.append(TaskExample(source, task.make_prompt(gt), gt, i, "train"))
     return write_examples(tmp_path / "train.parquet", examples)
 
 
@@ -113,7 +113,7 @@ class ScriptedEngine:
 def test_two_turn_gradients_reach_both_sample_types(tmp_path, tiny_model_dir):
     data = tmp_path / "cd.parquet"
     gt = {"target": 3, "numbers": [1, 2]}
-    write_examples(data, [TaskExample("countdown", COUNTDOWN.build_messages(gt), gt, i, "train")
+    write_examples(data, [TaskExample("countdown", COUNTDOWN.make_prompt(gt), gt, i, "train")
                           for i in range(4)])
     cfg = _config(tmp_path, tiny_model_dir, data, "two_turn", "optim.total_steps=1")
     trainer = Trainer(cfg)

@@ -31,7 +31,6 @@ from calibrl.algo.policy_loss import (
 from calibrl.algo.rollout_tree import (
     ANSWER,
     CONFIDENCE,
-    MODES,
     AnswerNode,
     PromptNode,
     RolloutTree,
@@ -47,7 +46,6 @@ __all__ = [
     "CONFIDENCE",
     "CONFIDENCE_LEVELS",
     "KL_ESTIMATORS",
-    "MODES",
     "AnswerNode",
     "PromptNode",
     "RolloutTree",

@@ -20,6 +20,8 @@ from calibrl.errors import UserError
 
 ConfidenceLevel = Literal["answer", "answer_then_prompt", "prompt"]
 CONFIDENCE_LEVELS: tuple[str, ...] = ("answer", "answer_then_prompt", "prompt")
+StdScope = Literal["group", "batch"]
+STD_SCOPES: tuple[str, ...] = ("group", "batch")
 
 
 def group_normalize(
@@ -87,6 +89,18 @@ def _check_level(level: str) -> None:
         raise UserError(f"unknown confidence level {level!r}; expected one of {CONFIDENCE_LEVELS}")
 
 
+def batch_scale(centered: torch.Tensor, *, eps: float = 1e-6) -> torch.Tensor:
+    """`centered / (sqrt(mean(centered**2)) + eps)`: one scale for the whole batch, `[N] -> [N]`.
+
+    For values already centred within their groups, this is their population std; unlike a
+    per-group std it keeps the groups' relative sizes.
+    """
+    if centered.numel() == 0:
+        return centered
+    rms = centered.to(torch.float64).square().mean().sqrt()
+    return (centered.to(torch.float64) / (rms + eps)).to(torch.float32)
+
+
 def _refuse_single_confidence(level: str) -> None:
     raise UserError(
         f"num_generations_confidence = 1 leaves nothing to normalise per answer (level {level!r} "
@@ -102,6 +116,7 @@ def confidence_advantages_by_group(
     *,
     level: ConfidenceLevel = "answer",
     normalize_std: bool = True,
+    std_scope: StdScope = "group",
     eps: float = 1e-6,
     lam: float = 1.0,
 ) -> torch.Tensor:
@@ -116,21 +131,34 @@ def confidence_advantages_by_group(
             "answer_then_prompt" z-scores those values again over all confidences of the prompt
             (same std/eps rule); "prompt" normalises over all confidences of the prompt at once,
             mixing different answers (kept for ablations).
+        std_scope: with `normalize_std`, "group" divides by each group's std (the formula
+            above); "batch" only centres within the groups and then divides by one std over the
+            whole batch (`batch_scale`). Why it matters: with G_c = 2 a group std turns every
+            advantage into +-1, the sign of the Brier difference, so a wrong answer pushes its
+            confidence down exactly as hard as a right one pushes up, and the confidence drifts
+            to the majority outcome (e.g. its lowest value when most answers are wrong) instead of
+            to the accuracy; one batch-wide scale keeps the Brier differences' sizes, so the
+            expected update follows the Brier reward's gradient.
     Raises:
         UserError: unknown level, or a per-answer level ("answer", "answer_then_prompt") where
             every answer has one confidence, so every advantage would be 0 (allowed when
             `lam == 0`: the confidence turn is then switched off anyway).
     """
     _check_level(level)
+    if std_scope not in STD_SCOPES:
+        raise UserError(f"unknown std scope {std_scope!r}; expected one of {STD_SCOPES}")
     if level != "prompt" and lam != 0.0 and rewards.numel() > 0:
         if torch.unique(answer_group).numel() == answer_group.numel():
             _refuse_single_confidence(level)
+    group_std = normalize_std and std_scope == "group"
     if level == "prompt":
-        adv = group_normalize(rewards, prompt_group, normalize_std=normalize_std, eps=eps)
+        adv = group_normalize(rewards, prompt_group, normalize_std=group_std, eps=eps)
     else:
-        adv = group_normalize(rewards, answer_group, normalize_std=normalize_std, eps=eps)
+        adv = group_normalize(rewards, answer_group, normalize_std=group_std, eps=eps)
         if level == "answer_then_prompt":
-            adv = group_normalize(adv, prompt_group, normalize_std=normalize_std, eps=eps)
+            adv = group_normalize(adv, prompt_group, normalize_std=group_std, eps=eps)
+    if normalize_std and std_scope == "batch":
+        adv = batch_scale(adv, eps=eps)
     return lam * adv
 
 
@@ -139,6 +167,7 @@ def confidence_advantages(
     *,
     level: ConfidenceLevel = "answer",
     normalize_std: bool = True,
+    std_scope: StdScope = "group",
     eps: float = 1e-6,
     lam: float = 1.0,
 ) -> torch.Tensor:
@@ -156,6 +185,7 @@ def confidence_advantages(
         answer_group,
         level=level,
         normalize_std=normalize_std,
+        std_scope=std_scope,
         eps=eps,
         lam=lam,
     )

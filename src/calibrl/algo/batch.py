@@ -2,9 +2,12 @@
 
 Each row is one sample: its context (for a confidence row: prompt + answer + inserted user turn)
 left-padded into `prompt_ids [B, P]`, its generated tokens right-padded into `response_ids [B, R]`.
-So every response starts at column P, and everything per token (`old_logprobs`, masks,
-`advantages`) is `[B, R]`. The context is never trained, which masks the inserted user turn for
-free.
+So every response starts at column P, and everything per token (masks, `advantages`) is
+`[B, R]`. The context is never trained, which masks the inserted user turn for free.
+
+The batch holds no sampling log-probs: the trainer takes the old log-probs from the policy itself
+(`Trainer._optimise`: the current policy for one pass, a frozen copy for more), so they always
+match the training forward pass exactly.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import torch
 
 from calibrl.algo.advantages import (
     ConfidenceLevel,
+    StdScope,
     answer_advantages_by_group,
     confidence_advantages_by_group,
 )
@@ -34,8 +38,6 @@ class TrainBatch:
         position_ids: `[B, P+R]` long, 0 at each row's first real token (0 on left padding).
         response_mask: `[B, R]` float32, 1 on real generated tokens.
         loss_mask: `[B, R]` float32, the span mask (a subset of `response_mask`).
-        old_logprobs: `[B, R]` float32 sampling log-probs (0 on padding), or None if the rollout
-            did not record them for every row (the trainer recomputes them).
         advantages: `[B, R]` float32, each row's scalar advantage times its `loss_mask`.
         rewards: `[B]` float32.
         sample_type: `[B]` long, `ANSWER` (0) or `CONFIDENCE` (1).
@@ -50,7 +52,6 @@ class TrainBatch:
     position_ids: torch.Tensor
     response_mask: torch.Tensor
     loss_mask: torch.Tensor
-    old_logprobs: torch.Tensor | None
     advantages: torch.Tensor
     rewards: torch.Tensor
     sample_type: torch.Tensor
@@ -70,13 +71,7 @@ class TrainBatch:
         return torch.cat([self.prompt_ids, self.response_ids], dim=1)
 
     def _map(self, fn) -> TrainBatch:
-        return replace(
-            self,
-            **{
-                f.name: None if getattr(self, f.name) is None else fn(getattr(self, f.name))
-                for f in fields(self)
-            },
-        )
+        return replace(self, **{f.name: fn(getattr(self, f.name)) for f in fields(self)})
 
     def to(self, device: torch.device | str) -> TrainBatch:
         return self._map(lambda t: t.to(device))
@@ -106,13 +101,11 @@ class TrainBatch:
             [torch.arange(ctx_start, num_ctx), torch.arange(num_ctx, num_ctx + resp_end)]
         )
         cols = cols.to(self.attention_mask.device)
-        per_response = {"response_ids", "response_mask", "loss_mask", "old_logprobs", "advantages"}
+        per_response = {"response_ids", "response_mask", "loss_mask", "advantages"}
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            if value is None:
-                out[f.name] = None
-            elif f.name == "prompt_ids":
+            if f.name == "prompt_ids":
                 out[f.name] = value[:, ctx_start:]
             elif f.name in per_response:
                 out[f.name] = value[:, :resp_end]
@@ -151,9 +144,10 @@ def response_logprobs(logits: torch.Tensor, batch: TrainBatch) -> torch.Tensor:
 
 
 def _span_kind(tree: RolloutTree, row: Row) -> SpanKind:
-    if row.sample_type == CONFIDENCE:
-        return "confidence"
-    return "rlcr" if tree.mode == "rlcr" else "answer"
+    """The mask kind of a row: its mode's turn-1 or turn-2 span (`calibrl.protocol.modes`)."""
+    spec = tree.spec
+    kind = spec.confidence_span if row.sample_type == CONFIDENCE else spec.answer_span
+    return kind  # type: ignore[return-value]  # a registered mode names a valid kind
 
 
 def row_advantages(
@@ -163,12 +157,14 @@ def row_advantages(
     lambda_conf: float = 1.0,
     confidence_level: ConfidenceLevel = "answer",
     normalize_std: bool = True,
+    confidence_std_scope: StdScope = "group",
     eps: float = 1e-6,
 ) -> torch.Tensor:
     """Scalar advantage `[B]` of each row (as from `iter_rows`), from each sample's `reward`.
 
     Answer rows: normalised per prompt, times `lambda_ans` (this is also the single-turn RLCR and
-    RLVR advantage). Confidence rows: per `confidence_level`, times `lambda_conf`.
+    RLVR advantage). Confidence rows: per `confidence_level` and `confidence_std_scope` (see
+    `confidence_advantages_by_group`), times `lambda_conf`.
     """
     rewards = torch.tensor([row.sample.reward for row in rows], dtype=torch.float64)
     prompt_group = torch.tensor([row.prompt_group for row in rows], dtype=torch.long)
@@ -191,6 +187,7 @@ def row_advantages(
             answer_group[is_conf],
             level=confidence_level,
             normalize_std=normalize_std,
+            std_scope=confidence_std_scope,
             eps=eps,
             lam=lambda_conf,
         )
@@ -205,6 +202,50 @@ def _pad(seqs: Iterable[list], width: int, value, *, left: bool, dtype) -> torch
     return torch.tensor(rows, dtype=dtype).reshape(len(rows), width)
 
 
+def _pad_id(tokenizer, pad_token_id: int | None) -> int:
+    """`pad_token_id`, else the tokenizer's pad id, else its EOS id, else 0."""
+    if pad_token_id is None:
+        pad_token_id = getattr(tokenizer, "pad_token_id", None)
+    if pad_token_id is None:
+        pad_token_id = getattr(tokenizer, "eos_token_id", None)
+    return pad_token_id if isinstance(pad_token_id, int) else 0
+
+
+def _token_tensors(rows: list[Row], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Left-padded contexts `[B, P]`, right-padded responses `[B, R]`, their masks and the
+    position ids `[B, P+R]` (0 at each row's first real token)."""
+    contexts = [row.sample.context_ids for row in rows]
+    if any(len(c) == 0 for c in contexts):
+        raise ValueError(
+            "every sample needs a non-empty context (the first token is predicted from it)"
+        )
+    responses = [row.sample.token_ids for row in rows]
+    num_ctx = max(len(c) for c in contexts)
+    num_resp = max(len(r) for r in responses)
+    ctx_mask = _pad([[1] * len(c) for c in contexts], num_ctx, 0, left=True, dtype=torch.long)
+    response_mask = _pad(
+        [[1] * len(r) for r in responses], num_resp, 0, left=False, dtype=torch.long
+    )
+    attention_mask = torch.cat([ctx_mask, response_mask], dim=1)  # [B, P+R]
+    return {
+        "prompt_ids": _pad(contexts, num_ctx, pad_token_id, left=True, dtype=torch.long),
+        "response_ids": _pad(responses, num_resp, pad_token_id, left=False, dtype=torch.long),
+        "attention_mask": attention_mask,
+        "position_ids": (attention_mask.cumsum(-1) - 1).clamp_min(0),  # [B, P+R]
+        "response_mask": response_mask.to(torch.float32),
+    }
+
+
+def _loss_mask(tree: RolloutTree, rows: list[Row], tokenizer, eos_ids: list[int] | None,
+               width: int) -> torch.Tensor:
+    """The span mask `[B, R]` of each row, by its mode's span kind (`ModeSpec.answer_span`)."""
+    masks = [
+        span_loss_mask(tokenizer, row.sample.token_ids, _span_kind(tree, row), eos_ids=eos_ids)
+        for row in rows
+    ]
+    return _pad(masks, width, 0, left=False, dtype=torch.float32)
+
+
 def build_train_batch(
     tree: RolloutTree,
     tokenizer,
@@ -213,6 +254,7 @@ def build_train_batch(
     lambda_conf: float = 1.0,
     confidence_level: ConfidenceLevel = "answer",
     normalize_std: bool = True,
+    confidence_std_scope: StdScope = "group",
     eps: float = 1e-6,
     pad_token_id: int | None = None,
     eos_ids: Iterable[int] | None = None,
@@ -222,7 +264,8 @@ def build_train_batch(
     Args:
         tree: a tree whose samples carry their `reward` (see `calibrl.algo.scoring.score_tree`).
         tokenizer: decodes generated ids for the span masks; its `pad_token_id` pads.
-        lambda_ans, lambda_conf, confidence_level, normalize_std, eps: see `row_advantages`.
+        lambda_ans, lambda_conf, confidence_level, normalize_std, confidence_std_scope, eps: see
+            `row_advantages`.
         pad_token_id: overrides the tokenizer's pad id (falls back to its EOS id, then 0).
         eos_ids: ids that count as end of sequence for the masks (default: the tokenizer's).
     """
@@ -230,58 +273,21 @@ def build_train_batch(
     rows = list(iter_rows(tree))
     if not rows:
         raise ValueError("the rollout tree has no samples")
-    if pad_token_id is None:
-        pad_token_id = getattr(tokenizer, "pad_token_id", None)
-    if pad_token_id is None:
-        pad_token_id = getattr(tokenizer, "eos_token_id", None)
-    if not isinstance(pad_token_id, int):
-        pad_token_id = 0
+    tokens = _token_tensors(rows, _pad_id(tokenizer, pad_token_id))
     eos_ids = None if eos_ids is None else list(eos_ids)
-
-    contexts = [row.sample.context_ids for row in rows]
-    if any(len(c) == 0 for c in contexts):
-        raise ValueError(
-            "every sample needs a non-empty context (the first token is predicted from it)"
-        )
-    responses = [row.sample.token_ids for row in rows]
-    num_ctx = max(len(c) for c in contexts)
-    num_resp = max(len(r) for r in responses)
-    prompt_ids = _pad(contexts, num_ctx, pad_token_id, left=True, dtype=torch.long)  # [B, P]
-    response_ids = _pad(responses, num_resp, pad_token_id, left=False, dtype=torch.long)  # [B, R]
-    ctx_mask = _pad([[1] * len(c) for c in contexts], num_ctx, 0, left=True, dtype=torch.long)
-    response_mask = _pad(
-        [[1] * len(r) for r in responses], num_resp, 0, left=False, dtype=torch.long
-    )
-    attention_mask = torch.cat([ctx_mask, response_mask], dim=1)  # [B, P+R]
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0)  # [B, P+R]
-
-    masks = [
-        span_loss_mask(tokenizer, row.sample.token_ids, _span_kind(tree, row), eos_ids=eos_ids)
-        for row in rows
-    ]
-    loss_mask = _pad(masks, num_resp, 0, left=False, dtype=torch.float32)  # [B, R]
-    if all(row.sample.logprobs is not None for row in rows):
-        old_logprobs = _pad(
-            [row.sample.logprobs for row in rows], num_resp, 0.0, left=False, dtype=torch.float32
-        )  # [B, R]
-    else:
-        old_logprobs = None
+    loss_mask = _loss_mask(tree, rows, tokenizer, eos_ids, tokens["response_ids"].shape[1])
     adv = row_advantages(
         rows,
         lambda_ans=lambda_ans,
         lambda_conf=lambda_conf,
         confidence_level=confidence_level,
         normalize_std=normalize_std,
+        confidence_std_scope=confidence_std_scope,
         eps=eps,
     )  # [B]
     return TrainBatch(
-        prompt_ids=prompt_ids,
-        response_ids=response_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        response_mask=response_mask.to(torch.float32),
+        **tokens,
         loss_mask=loss_mask,
-        old_logprobs=old_logprobs,
         advantages=adv.unsqueeze(-1) * loss_mask,  # [B, R]
         rewards=torch.tensor([row.sample.reward for row in rows], dtype=torch.float32),
         sample_type=torch.tensor([row.sample_type for row in rows], dtype=torch.long),

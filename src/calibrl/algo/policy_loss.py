@@ -114,22 +114,11 @@ def _check_options(clip_low: float, clip_high: float, dual_clip: float | None, a
 
 
 def policy_loss(
-    logp: torch.Tensor,
-    old_logp: torch.Tensor,
-    advantages: torch.Tensor,
-    loss_mask: torch.Tensor,
-    *,
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
-    dual_clip: float | None = None,
-    agg: Aggregation = "token_mean",
-    max_len: int | None = None,
-    ref_logp: torch.Tensor | None = None,
-    kl_coef: float = 0.0,
-    kl_estimator: KLEstimator = "k3",
-    eta: float = 1e-8,
-    log_ratio_clip: float = 20.0,
-    sample_type: torch.Tensor | None = None,
+    logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, loss_mask: torch.Tensor,
+    *, clip_low: float = 0.2, clip_high: float = 0.2, dual_clip: float | None = None,
+    agg: Aggregation = "token_mean", max_len: int | None = None,
+    ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0, kl_estimator: KLEstimator = "k3",
+    eta: float = 1e-8, log_ratio_clip: float = 20.0, sample_type: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped surrogate loss and its metrics.
 
@@ -155,10 +144,11 @@ def policy_loss(
         `ratio_mean`, `kl` (if KL); each also as `answer/<name>` and `confidence/<name>` when
         `sample_type` is given and the type has masked tokens.
     """
+    tensors = (logp, old_logp, advantages, loss_mask)
     if not (logp.shape == old_logp.shape == advantages.shape == loss_mask.shape) or logp.ndim != 2:
         raise ValueError(
             f"logp, old_logp, advantages, loss_mask must share one [B, R] shape; got "
-            f"{[tuple(t.shape) for t in (logp, old_logp, advantages, loss_mask)]}"
+            f"{[tuple(t.shape) for t in tensors]}"
         )
     _check_options(clip_low, clip_high, dual_clip, agg)
     mask = loss_mask > 0  # [B, R] bool
@@ -168,43 +158,59 @@ def policy_loss(
     lp = torch.where(mask, logp, zeros)
     old_lp = torch.where(mask, old_logp.to(logp.dtype), zeros)
     adv = torch.where(mask, advantages.to(logp.dtype), zeros)  # [B, R]
+    terms = _surrogate(lp, old_lp, adv, clip_low, clip_high, dual_clip, log_ratio_clip)
+    per_token = terms["pg_loss"]
+    if ref_logp is not None and kl_coef != 0.0:
+        ref_lp = torch.where(mask, ref_logp.to(logp.dtype), zeros)
+        terms["kl"] = kl_penalty(lp, ref_lp, kl_estimator, log_ratio_clip=log_ratio_clip)
+        per_token = per_token + kl_coef * terms["kl"]  # the KL is 0 off the mask
+    loss = aggregate_loss(per_token, loss_mask, agg, max_len=max_len, eta=eta)
+    with torch.no_grad():
+        metrics = _loss_metrics(terms, adv, clip_low, clip_high, mask, sample_type)
+    return loss, metrics
+
+
+def _surrogate(lp: torch.Tensor, old_lp: torch.Tensor, adv: torch.Tensor, clip_low: float,
+               clip_high: float, dual_clip: float | None, log_ratio_clip: float
+               ) -> dict[str, torch.Tensor]:
+    """Per-token clipped loss `pg_loss [B, R]` = `-min(r A, clip(r) A)` (dual-clipped if set),
+    with the ratio `r`, its log and the dual-clip mask, all `[B, R]`, for the metrics."""
     log_ratio = (lp - old_lp).clamp(-log_ratio_clip, log_ratio_clip)
     ratio = torch.exp(log_ratio)  # [B, R]
-
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
     pg = torch.maximum(unclipped, clipped)  # [B, R] = -min(r A, clip(r) A)
-    dual_bound = None
+    terms = {"pg_loss": pg, "ratio": ratio, "log_ratio": log_ratio}
     if dual_clip is not None:
         dual_bound = (adv < 0) & (pg > -dual_clip * adv)
-        pg = torch.where(dual_bound, -dual_clip * adv, pg)
-    per_token = pg
-    kl = None
-    if ref_logp is not None and kl_coef != 0.0:
-        ref_lp = torch.where(mask, ref_logp.to(logp.dtype), zeros)
-        kl = kl_penalty(lp, ref_lp, kl_estimator, log_ratio_clip=log_ratio_clip)  # 0 off-mask
-        per_token = pg + kl_coef * kl
-    loss = aggregate_loss(per_token, loss_mask, agg, max_len=max_len, eta=eta)
+        terms["pg_loss"] = torch.where(dual_bound, -dual_clip * adv, pg)
+        terms["dual_bound"] = dual_bound
+    return terms
 
-    with torch.no_grad():
-        token_stats = {
-            "pg_loss": pg,
-            "clipfrac_low": ((adv < 0) & (ratio < 1.0 - clip_low)).to(logp.dtype),
-            "clipfrac_high": ((adv > 0) & (ratio > 1.0 + clip_high)).to(logp.dtype),
-            "approx_kl": ratio - 1.0 - log_ratio,
-            "ratio_mean": ratio,
-        }
-        if dual_bound is not None:
-            token_stats["dual_clipfrac"] = dual_bound.to(logp.dtype)
-        if kl is not None:
-            token_stats["kl"] = kl
-        metrics = _masked_means(token_stats, mask, "")
-        if sample_type is not None:
-            for type_id, type_name in SAMPLE_TYPE_NAMES.items():
-                rows = (sample_type == type_id).unsqueeze(-1)  # [B, 1]
-                if (mask & rows).any():
-                    metrics.update(_masked_means(token_stats, mask & rows, f"{type_name}/"))
-    return loss, metrics
+
+def _loss_metrics(terms: dict[str, torch.Tensor], adv: torch.Tensor, clip_low: float,
+                  clip_high: float, mask: torch.Tensor, sample_type: torch.Tensor | None
+                  ) -> dict[str, float]:
+    """Masked means of the per-token statistics (see `policy_loss`), overall and per type."""
+    ratio, dtype = terms["ratio"], terms["pg_loss"].dtype
+    token_stats = {
+        "pg_loss": terms["pg_loss"],
+        "clipfrac_low": ((adv < 0) & (ratio < 1.0 - clip_low)).to(dtype),
+        "clipfrac_high": ((adv > 0) & (ratio > 1.0 + clip_high)).to(dtype),
+        "approx_kl": ratio - 1.0 - terms["log_ratio"],
+        "ratio_mean": ratio,
+    }
+    if "dual_bound" in terms:
+        token_stats["dual_clipfrac"] = terms["dual_bound"].to(dtype)
+    if "kl" in terms:
+        token_stats["kl"] = terms["kl"]
+    metrics = _masked_means(token_stats, mask, "")
+    if sample_type is not None:
+        for type_id, type_name in SAMPLE_TYPE_NAMES.items():
+            rows = (sample_type == type_id).unsqueeze(-1)  # [B, 1]
+            if (mask & rows).any():
+                metrics.update(_masked_means(token_stats, mask & rows, f"{type_name}/"))
+    return metrics
 
 
 def _masked_means(

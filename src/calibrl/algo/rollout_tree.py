@@ -1,11 +1,9 @@
 """The rollout tree: prompt j -> its G_a answers k -> each answer's G_c confidences h.
 
-One structure serves the three training modes:
-- `two_turn`: answers hold `<think>…</answer>`; each answer has confidence samples generated in a
-  second turn (context = prompt + answer + inserted user question).
-- `rlcr`: single-turn RLCR; one completion per answer holds answer, analysis and confidence, and
-  answers have no confidence children.
-- `rlvr`: plain RLVR; answers only.
+One structure serves every training mode (`calibrl.protocol.modes`): answers hold the turn-1
+completions (for single-turn RLCR, answer, analysis and confidence in one); in a mode with a
+confidence turn each answer has confidence samples generated in a second turn (context = prompt +
+answer + inserted user question), in the others it has none.
 
 `iter_rows` walks the tree in the order every consumer uses (batch, advantages, stats): each
 answer, then its confidences, prompt by prompt. Group ids are positions in that walk, so a tree
@@ -16,10 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-Mode = Literal["two_turn", "rlcr", "rlvr"]
-MODES: tuple[str, ...] = ("two_turn", "rlcr", "rlvr")
+from calibrl.protocol.modes import ModeSpec, get_mode
 
 # sample_type values in a TrainBatch.
 ANSWER, CONFIDENCE = 0, 1
@@ -36,7 +33,7 @@ class Sample:
         token_ids: the generated token ids, `[T]` (EOS included when the sampler emitted it).
         text: the decoded completion (for rewards and logs; masks decode `token_ids` themselves).
         logprobs: sampling log-prob of each generated token, `[T]`, or None if not recorded
-            (the trainer then recomputes old log-probs).
+            (for inspection only: training takes old log-probs from the policy itself).
         finish_reason: "stop" or "length".
         reward: the scalar reward of this completion (accuracy, Brier, or RLCR reward).
     """
@@ -76,16 +73,22 @@ class PromptNode:
 
 @dataclass
 class RolloutTree:
-    mode: Mode
+    """The samples of one rollout; `mode` is a registered mode name (`UserError` otherwise)."""
+
+    mode: str
     prompts: list[PromptNode] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"unknown mode {self.mode!r}; expected one of {MODES}")
+        get_mode(self.mode)
+
+    @property
+    def spec(self) -> ModeSpec:
+        return get_mode(self.mode)
 
     def validate(self) -> None:
-        """Raise ValueError if the shape contradicts the mode (confidences outside `two_turn`)."""
-        if self.mode == "two_turn":
+        """Raise ValueError if the shape contradicts the mode (confidences without a confidence
+        turn)."""
+        if self.spec.has_confidence_turn:
             return
         for prompt in self.prompts:
             for answer in prompt.answers:

@@ -50,17 +50,18 @@ def _turn_stats(prefix: str, samples, groups: list[list[float]]) -> dict[str, fl
 
 def _confidence_texts(tree: RolloutTree) -> list[tuple[str, bool | None]]:
     """(text holding a confidence, accuracy of the answer it is about) for each such sample."""
-    if tree.mode == "rlcr":
-        return [(a.sample.text, a.correct) for p in tree.prompts for a in p.answers]
-    return [(c.text, a.correct) for p in tree.prompts for a in p.answers for c in a.confidences]
+    spec = tree.spec
+    return [(text, a.correct) for p in tree.prompts for a in p.answers
+            for text in spec.confidence_texts(a.sample.text, [c.text for c in a.confidences])]
 
 
 def rollout_stats(tree: RolloutTree) -> dict[str, float]:
     """Scalars for logging.
 
     `answer/*`: reward mean/std, accuracy, length mean/max (tokens), truncated share, share of
-    prompts whose answer rewards have zero spread. `confidence/*` (two-turn): the same over
-    confidence samples, zero spread counted per answer. `calibration/*` (two-turn and RLCR):
+    prompts whose answer rewards have zero spread. `confidence/*` (modes with a confidence turn):
+    the same over confidence samples, zero spread counted per answer. `calibration/*` (modes
+    that state a confidence):
     share of unparseable confidences, mean parsed confidence, and the Brier score
     `mean (c - acc)^2` over parsed ones.
     """
@@ -72,7 +73,7 @@ def rollout_stats(tree: RolloutTree) -> dict[str, float]:
     )
     labelled = [a.correct for a in answers if a.correct is not None]
     stats["answer/accuracy"] = sum(labelled) / len(labelled) if labelled else 0.0
-    if tree.mode == "two_turn":
+    if tree.spec.has_confidence_turn:
         stats.update(
             _turn_stats(
                 "confidence",
@@ -80,7 +81,7 @@ def rollout_stats(tree: RolloutTree) -> dict[str, float]:
                 [[c.reward for c in a.confidences] for a in answers],
             )
         )
-    if tree.mode in ("two_turn", "rlcr"):
+    if tree.spec.states_confidence:
         pairs = _confidence_texts(tree)
         parsed = [(parse_confidence(text), correct) for text, correct in pairs]
         values = [c for c, _ in parsed if c is not None]
@@ -97,9 +98,9 @@ def histogram_values(tree: RolloutTree) -> dict[str, list[float]]:
     """Raw values for histograms: rewards of both turns and the parsed confidences."""
     answers = [a for p in tree.prompts for a in p.answers]
     out = {"answer/reward": [a.sample.reward for a in answers]}
-    if tree.mode == "two_turn":
+    if tree.spec.has_confidence_turn:
         out["confidence/reward"] = [c.reward for a in answers for c in a.confidences]
-    if tree.mode in ("two_turn", "rlcr"):
+    if tree.spec.states_confidence:
         parsed = (parse_confidence(text) for text, _ in _confidence_texts(tree))
         out["calibration/confidence"] = [c for c in parsed if c is not None]
     return out

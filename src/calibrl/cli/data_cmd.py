@@ -8,7 +8,10 @@ from typing import Annotated
 import typer
 
 from calibrl.errors import UserError
-from calibrl.tasks.countdown import generate as gen
+from calibrl.tasks import get_task
+
+COUNTDOWN = get_task("countdown")  # the task `calibrl data countdown` builds data for
+DEFAULTS = COUNTDOWN.generate_options
 
 app = typer.Typer(help="Build data sets (verl/TinyZero parquet).", no_args_is_help=True)
 
@@ -38,6 +41,23 @@ def parse_range(text: str, option: str) -> tuple[int, int]:
     raise UserError(f"{option} expects LO..HI or a single integer, got {text!r}")
 
 
+def _generation_options(numbers: str | None, size_weights: str | None, targets: str | None,
+                        max_number: int | None, seed: int | None) -> dict:
+    """The options given on the command line, as keywords of `Task.generate`."""
+    options: dict = {}
+    if numbers is not None:
+        options["num_numbers"] = parse_range(numbers, "--numbers")
+    if size_weights is not None:
+        options["size_weights"] = parse_weights(size_weights, "--size-weights")
+    if targets is not None:
+        options["target_range"] = parse_range(targets, "--targets")
+    if max_number is not None:
+        options["max_number"] = max_number
+    if seed is not None:
+        options["seed"] = seed
+    return options
+
+
 # The options of `countdown`, declared here so the command reads as what it does.
 _Out = Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")]
 _N = Annotated[
@@ -47,7 +67,7 @@ _Numbers = Annotated[
     str | None,
     typer.Option(
         "--numbers",
-        help=f"Numbers per instance, LO..HI (default {_fmt(gen.DEFAULT_NUM_NUMBERS)}).",
+        help=f"Numbers per instance, LO..HI (default {_fmt(DEFAULTS['num_numbers'])}).",
     ),
 ]
 _SizeWeights = Annotated[
@@ -62,13 +82,13 @@ _SizeWeights = Annotated[
 _MaxNumber = Annotated[
     int | None,
     typer.Option(
-        "--max-number", help=f"Numbers are drawn from 1..M (default {gen.DEFAULT_MAX_NUMBER})."
+        "--max-number", help=f"Numbers are drawn from 1..M (default {DEFAULTS['max_number']})."
     ),
 ]
 _Targets = Annotated[
     str | None,
     typer.Option(
-        "--targets", help=f"Target range LO..HI (default {_fmt(gen.DEFAULT_TARGET_RANGE)})."
+        "--targets", help=f"Target range LO..HI (default {_fmt(DEFAULTS['target_range'])})."
     ),
 ]
 _Seed = Annotated[int | None, typer.Option("--seed", help="Random seed (default 0).")]
@@ -77,7 +97,7 @@ _TestFraction = Annotated[
     float | None,
     typer.Option(
         "--test-fraction",
-        help=f"Share of rows in the test split (default {gen.DEFAULT_TEST_FRACTION}).",
+        help=f"Share of rows in the test split (default {DEFAULTS['test_fraction']}).",
     ),
 ]
 _From = Annotated[
@@ -116,15 +136,14 @@ def countdown(
     test_fraction: _TestFraction = None,
     from_path: _From = None,
     solve: _Solve = True,
-    prompt_style: _PromptStyle = "tinyzero",
+    prompt_style: _PromptStyle = COUNTDOWN.prompt_styles[0],
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
     from calibrl.data import write_examples
-    from calibrl.tasks.countdown.task import PROMPT_STYLES
 
-    if prompt_style not in PROMPT_STYLES:
+    if prompt_style not in COUNTDOWN.prompt_styles:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
-                        f"{', '.join(PROMPT_STYLES)}")
+                        f"{', '.join(COUNTDOWN.prompt_styles)}")
     generation = {"--numbers": numbers, "--size-weights": size_weights,
                   "--max-number": max_number, "--targets": targets, "--seed": seed}
     if from_path is not None:
@@ -135,8 +154,10 @@ def countdown(
     else:
         if n is None:
             raise UserError("--n is required unless --from is given")
-        options = _generator_options(numbers, size_weights, targets, max_number, seed)
-        train, test = _generate(n, test_size, test_fraction, prompt_style, options)
+        options = _generation_options(numbers, size_weights, targets, max_number, seed)
+        train, test = COUNTDOWN.generate(
+            n, test_size=test_size, test_fraction=test_fraction, style=prompt_style, **options
+        )
     train_path = write_examples(out / "train.parquet", train)
     test_path = write_examples(out / "test.parquet", test)
     typer.echo(f"wrote {train_path} ({len(train)} rows) and {test_path} ({len(test)} rows)")
@@ -145,42 +166,11 @@ def countdown(
 def _convert(from_path: Path, n: int | None, test_size: int | None,
              test_fraction: float | None, solve: bool) -> tuple[list, list]:
     """`--from`: the file's rows as train and test examples (deduplicated, optionally solved)."""
-    from calibrl.data import convert_countdown_file
-
-    result = convert_countdown_file(
-        from_path, n=n, test_size=test_size, test_fraction=test_fraction, solve_rows=solve
+    result = COUNTDOWN.convert_file(
+        from_path, n=n, test_size=test_size, test_fraction=test_fraction, solve=solve
     )
     typer.echo(
         f"read {result.rows_read} rows from {from_path}; dropped {result.duplicates} "
         f"duplicates and {result.unsolvable} unsolvable"
     )
     return result.train, result.test
-
-
-def _generator_options(numbers: str | None, size_weights: str | None, targets: str | None,
-                       max_number: int | None, seed: int | None) -> dict:
-    """`generate_countdown` keyword arguments for the options given (the others keep defaults)."""
-    options: dict = {}
-    if numbers is not None:
-        options["num_numbers"] = parse_range(numbers, "--numbers")
-    if size_weights is not None:
-        options["size_weights"] = parse_weights(size_weights, "--size-weights")
-    if targets is not None:
-        options["target_range"] = parse_range(targets, "--targets")
-    if max_number is not None:
-        options["max_number"] = max_number
-    if seed is not None:
-        options["seed"] = seed
-    return options
-
-
-def _generate(n: int, test_size: int | None, test_fraction: float | None, prompt_style: str,
-              options: dict) -> tuple[list, list]:
-    """New instances, each proven solvable, as train and test examples."""
-    from calibrl.data import examples_from_instances
-
-    train_instances, test_instances = gen.generate_countdown(
-        n, test_size=test_size, test_fraction=test_fraction, **options
-    )
-    return (examples_from_instances(train_instances, "train", prompt_style),
-            examples_from_instances(test_instances, "test", prompt_style))

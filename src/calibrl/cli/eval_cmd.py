@@ -6,11 +6,13 @@ from pathlib import Path
 
 import typer
 
+from calibrl.protocol.modes import DEFAULT_MODE, mode_names
+
 
 def evaluate(
     model: str = typer.Option(..., "--model", help="Saved model directory (or 'tiny')."),
     data: Path = typer.Option(..., "--data", help="Parquet/JSON(L) file to evaluate on."),
-    mode: str = typer.Option("two_turn", "--mode", help="two_turn | rlcr | rlvr."),
+    mode: str = typer.Option(DEFAULT_MODE, "--mode", help=" | ".join(mode_names()) + "."),
     samples: int = typer.Option(1, "--samples", help="Answers sampled per prompt."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
     out: Path = typer.Option(..., "--out", help="Output directory."),

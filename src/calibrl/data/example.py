@@ -15,7 +15,7 @@ and builds the prompt of the second kind with the task's own wording.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 from typing import Any
@@ -25,6 +25,7 @@ from calibrl.tasks import get_task
 
 VERL_KEYS = ("data_source", "prompt", "reward_model")
 RAW_KEYS = ("target", "nums")
+RAW_ROWS_TASK = "countdown"  # the task of `RAW_KEYS` rows
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class TaskExample:
         }
 
 
-def _integer(value: Any, what: str) -> int:
+def as_integer(value: Any, what: str) -> int:
     """`value` as an int; integral floats (JSON `5.0`, pandas) are accepted, bools are not."""
     if isinstance(value, bool):
         pass
@@ -69,32 +70,6 @@ def _integer(value: Any, what: str) -> int:
     elif isinstance(value, Real) and math.isfinite(value) and value == int(value):
         return int(value)
     raise UserError(f"{what} is {_short(value)}, expected an integer")
-
-
-def countdown_ground_truth(ground_truth: Any) -> dict[str, Any]:
-    """`{"target": int, "numbers": [int >= 0, ...]}` checked and normalised, else `UserError`."""
-    if not isinstance(ground_truth, Mapping):
-        raise UserError(f"ground_truth is {ground_truth!r}, expected a mapping")
-    for key in ("target", "numbers"):
-        if key not in ground_truth:
-            raise UserError(f"ground_truth has no {key!r}")
-    target = _integer(ground_truth["target"], "target")
-    numbers = ground_truth["numbers"]
-    if isinstance(numbers, (str, bytes, Mapping)) or not hasattr(numbers, "__iter__"):
-        raise UserError(f"numbers is {numbers!r}, expected a list of integers")
-    numbers = [_integer(x, f"numbers[{i}]") for i, x in enumerate(numbers)]
-    if not numbers:
-        raise UserError("numbers is empty")
-    if any(x < 0 for x in numbers):
-        # The reward reads digits without signs: a negative number can never be matched.
-        raise UserError(f"numbers {numbers} has a negative entry")
-    return {"target": target, "numbers": numbers}
-
-
-# Per-task check of ground_truth; a task without one is taken as it is.
-GROUND_TRUTH_CHECKS: dict[str, Callable[[Any], dict[str, Any]]] = {
-    "countdown": countdown_ground_truth,
-}
 
 
 def _messages(prompt: Any) -> list[dict[str, str]]:
@@ -126,8 +101,7 @@ def _from_verl(row: Mapping[str, Any], position: int) -> TaskExample:
     reward_model = row["reward_model"]
     if not isinstance(reward_model, Mapping) or "ground_truth" not in reward_model:
         raise UserError(f"reward_model is {_short(reward_model)}, expected {{'ground_truth': ...}}")
-    check = GROUND_TRUTH_CHECKS.get(task.name, dict)
-    ground_truth = check(reward_model["ground_truth"])
+    ground_truth = task.check_ground_truth(reward_model["ground_truth"])
     extra = row.get("extra_info") or {}
     if not isinstance(extra, Mapping):
         raise UserError(f"extra_info is {_short(extra)}, expected a mapping")
@@ -139,14 +113,15 @@ def _from_verl(row: Mapping[str, Any], position: int) -> TaskExample:
         raise UserError(f"extra_info.split is {_short(split)}, expected a string")
     if not isinstance(ability, str):
         raise UserError(f"ability is {_short(ability)}, expected a string")
-    index = position if index is None else _integer(index, "extra_info.index")
+    index = position if index is None else as_integer(index, "extra_info.index")
     return TaskExample(source, _messages(row["prompt"]), ground_truth, index, split, extra, ability)
 
 
 def _from_raw(row: Mapping[str, Any], position: int) -> TaskExample:
-    task = get_task("countdown")
-    ground_truth = countdown_ground_truth({"target": row["target"], "numbers": row["nums"]})
-    return TaskExample(task.name, task.build_messages(ground_truth), ground_truth, position)
+    # `{"target", "nums"}` rows are the public Countdown-Tasks-3to4 format.
+    task = get_task(RAW_ROWS_TASK)
+    ground_truth = task.check_ground_truth({"target": row["target"], "numbers": row["nums"]})
+    return TaskExample(task.name, task.make_prompt(ground_truth), ground_truth, position)
 
 
 def example_from_row(row: Any, position: int) -> TaskExample:

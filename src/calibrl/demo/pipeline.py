@@ -24,26 +24,34 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from calibrl.data import examples_from_instances, write_examples
-from calibrl.data.mix import mix_by_difficulty
+from calibrl.data import write_examples
+from calibrl.data.mix import mix_by_difficulty, resample_by_difficulty
+from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
-from calibrl.tasks.countdown import COUNTDOWN, compute_score
-from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.tasks import get_task
 from calibrl.training.sft_data import SFTMix
 
 # The tiny model reads no instructions; a short turn-2 question keeps every confidence sample short.
 DEMO_CONFIDENCE_QUESTION = "How likely is it that your answer is correct?"
+# The demo's task; everything task-specific below goes through its `Task` interface.
+DEMO_TASK = "countdown"
 
 # Two-turn RLCR on the warmed-up tiny model (see the README for the measured result). fp32: bf16
-# autocast is emulated, and many times slower, on CPUs without AVX512-BF16/AMX.
+# autocast is emulated, and many times slower, on CPUs without AVX512-BF16/AMX. Measured on the
+# demo's SFT model (benchmarks/rl/README.md): confidence advantages scaled per group (the
+# default, confidence_std_scope=group) drive every confidence to "0.1"; one batch-wide scale lets them follow the accuracy;
+# answer updates at full weight cost 6 points of accuracy in 25 steps, at 0.3 about 2; ranking
+# (AUROC) needs about 40 steps.
 RL_OVERRIDES: tuple[str, ...] = (
-    "algorithm.mode=two_turn", "rollout.prompts_per_step=8", "rollout.num_generations_answer=4",
+    f"algorithm.mode={TWO_TURN.name}", "rollout.prompts_per_step=8",
+    "rollout.num_generations_answer=4",
     "rollout.num_generations_confidence=2", "rollout.temperature=1.0",
     "rollout.max_answer_tokens=48", "rollout.max_confidence_tokens=24",
     f"rollout.confidence_question={DEMO_CONFIDENCE_QUESTION}",
-    "algorithm.lambda_ans=1.0", "algorithm.lambda_conf=1.0", "optim.lr=3e-4",
+    "algorithm.lambda_ans=0.3", "algorithm.lambda_conf=1.0", "algorithm.confidence_std_scope=batch",
+    "optim.lr=3e-4",
     "optim.scheduler=constant_with_warmup", "optim.warmup_steps=2", "optim.micro_batch_size=64",
-    "optim.mixed_precision=no", "checkpoint.every=25", "logging.samples_every=10",
+    "optim.mixed_precision=no", "checkpoint.every=20", "logging.samples_every=10",
 )
 
 
@@ -61,6 +69,10 @@ class DemoSettings:
     size_weights: tuple[float, ...] = (2.0, 2.0, 1.0)
     max_number: int = 20
     prompt_style: str = "compact"
+    # The SFT data's mix: training rows resampled (easy ones repeated) so that the scarce 2-number
+    # problems are a real share of the warm-up, not 2 % of it (None: the training split as is).
+    sft_size_weights: tuple[float, ...] | None = (2.0, 3.0, 1.0)
+    sft_problems: int = 18000
     confidence_question: str = DEMO_CONFIDENCE_QUESTION
     model_sizes: dict[str, int] = field(
         default_factory=lambda: {"hidden_size": 192, "num_layers": 4, "num_heads": 4})
@@ -75,12 +87,12 @@ class DemoSettings:
     eval_temperature: float = 1.0
     eval_max_answer_tokens: int = 64
     eval_max_confidence_tokens: int = 32
-    rl_steps: int = 25
+    rl_steps: int = 40
     rl_overrides: tuple[str, ...] = RL_OVERRIDES
     probe_traces: int = 24
     probe_samples: int = 50
 
-    def eval_settings(self, mode: str = "two_turn", seed: int | None = None) -> Any:
+    def eval_settings(self, mode: str = TWO_TURN.name, seed: int | None = None) -> Any:
         """The `EvalSettings` every evaluation of the demo (and its recipes) uses."""
         from calibrl.evaluation.run import EvalSettings
 
@@ -95,7 +107,7 @@ class DemoSettings:
     @classmethod
     def toy(cls, out_dir: Path) -> DemoSettings:
         """The same pipeline at a size that runs in seconds (tests)."""
-        return cls(out_dir=out_dir, n_problems=40, test_size=8, max_number=12,
+        return cls(out_dir=out_dir, n_problems=40, test_size=8, max_number=12, sft_problems=40,
                    sft_steps=3,
                    model_sizes={"hidden_size": 32, "num_layers": 1, "num_heads": 2},
                    eval_examples=8, eval_samples=1, eval_max_answer_tokens=8,
@@ -118,42 +130,53 @@ def _corrupt(expression: str, rng: random.Random) -> str:
     return expression[:i] + rng.choice([o for o in "+-*/" if o != expression[i]]) + expression[i + 1:]
 
 
-def size_shares(settings: DemoSettings) -> dict[str, float]:
-    """`size_weights` keyed by the task's difficulty labels ("2 numbers", ...)."""
+def size_shares(settings: DemoSettings, weights: tuple[float, ...] | None = None
+                ) -> dict[str, float]:
+    """`weights` (default `size_weights`) keyed by the task's difficulty labels ("2 numbers", ...)."""
     sizes = range(settings.numbers[0], settings.numbers[1] + 1)
-    return {COUNTDOWN.difficulty({"numbers": [1] * k}): w
-            for k, w in zip(sizes, settings.size_weights, strict=True)}
+    weights = settings.size_weights if weights is None else weights
+    task = get_task(DEMO_TASK)
+    return {task.difficulty({"numbers": [1] * k}): w
+            for k, w in zip(sizes, weights, strict=True)}
 
 
 def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str, Counter]:
     """Write train/test parquet and score reference, corrupted and malformed answers."""
-    train, test = generate_countdown(settings.n_problems, num_numbers=settings.numbers,
-                                     max_number=settings.max_number, seed=settings.seed,
-                                     test_size=settings.test_size,
-                                     size_weights=settings.size_weights)
+    task = get_task(DEMO_TASK)
+    train_rows, test_rows = task.generate(
+        settings.n_problems, seed=settings.seed, test_size=settings.test_size,
+        style=settings.prompt_style, num_numbers=settings.numbers,
+        max_number=settings.max_number, size_weights=settings.size_weights)
     data_dir = settings.out_dir / "data"
-    train_rows = examples_from_instances(train, "train", settings.prompt_style)
     write_examples(data_dir / "train.parquet", train_rows)
-    write_examples(data_dir / "test.parquet",
-                   examples_from_instances(test, "test", settings.prompt_style))
+    write_examples(data_dir / "test.parquet", test_rows)
     rl_rows = mix_by_difficulty(train_rows, size_shares(settings), seed=settings.seed)
     write_examples(data_dir / "rl.parquet", rl_rows)
-    console.print(f"data: {len(train)} train / {len(test)} test problems in {data_dir}; RL "
-                  f"prompts: {len(rl_rows)} of the training problems in the test split's mix")
+    sft_rows = train_rows
+    if settings.sft_size_weights is not None:
+        sft_rows = resample_by_difficulty(train_rows, size_shares(settings,
+                                                                  settings.sft_size_weights),
+                                          n=settings.sft_problems, seed=settings.seed)
+    write_examples(data_dir / "sft.parquet", sft_rows)
+    console.print(f"data: {len(train_rows)} train / {len(test_rows)} test problems in "
+                  f"{data_dir}; RL prompts: {len(rl_rows)} of the training problems in the test "
+                  f"split's mix; SFT: {len(sft_rows)} rows of them"
+                  + ("" if settings.sft_size_weights is None else
+                     f", resampled to sizes {settings.sft_size_weights}"))
 
     rng = random.Random(settings.seed)
     kinds: dict[str, Counter] = {"reference": Counter(), "corrupted": Counter(),
                                  "no answer tag": Counter()}
-    for inst in test:
-        truth = inst.ground_truth
-        think = "\n".join(inst.solution.steps)
+    for example in test_rows:
+        solution = example.extra["solution"]
+        think = "\n".join(example.extra["steps"])
         prefix = f"<|im_start|>assistant\n{THINK_OPEN}\n{think}\n{THINK_CLOSE}\n"
-        corrupted = _corrupt(inst.solution.expression, rng)
-        answers = {"reference": f"{ANSWER_OPEN}{inst.solution.expression}{ANSWER_CLOSE}",
+        corrupted = _corrupt(solution, rng)
+        answers = {"reference": f"{ANSWER_OPEN}{solution}{ANSWER_CLOSE}",
                    "corrupted": f"{ANSWER_OPEN}{corrupted}{ANSWER_CLOSE}",
-                   "no answer tag": inst.solution.expression}
+                   "no answer tag": solution}
         for kind, answer in answers.items():
-            kinds[kind][compute_score(prefix + answer, truth)] += 1
+            kinds[kind][task.score(prefix + answer, example.ground_truth)] += 1
 
     table = Table(title="Countdown reward on the test split")
     table.add_column("answer")
@@ -175,7 +198,7 @@ def stage_sft(settings: DemoSettings) -> Path:
     init = create_tiny_model(out / "init", seed=settings.seed, overwrite=True,
                              **settings.model_sizes)
     data = settings.out_dir / "data"
-    config = SFTConfig(data=str(data / "train.parquet"), exclude=(str(data / "test.parquet"),),
+    config = SFTConfig(data=str(data / "sft.parquet"), exclude=(str(data / "test.parquet"),),
                        out=str(out), model=str(init), overwrite=True, seed=settings.seed,
                        minutes=settings.sft_minutes, steps=settings.sft_steps,
                        lr=settings.sft_lr, batch_tokens=settings.sft_batch_tokens,

@@ -16,6 +16,7 @@ from calibrl.evaluation.compare import (
     plot_risk_coverage_compare,
 )
 from calibrl.probe.summary import ends_lines
+from calibrl.protocol.modes import TWO_TURN
 
 CURVES = (
     ("answer/reward_mean", "answer reward (accuracy)"),
@@ -78,8 +79,8 @@ def _probe_section(summary: Mapping[str, Any]) -> str:
 
 def before_after_rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict]:
     """The two evaluations as rows of `metrics_table` / `group_table`."""
-    return [{**before, "name": "before RL (SFT)", "mode": "two_turn"},
-            {**after, "name": "after two-turn RLCR", "mode": "two_turn"}]
+    return [{**before, "name": "before RL (SFT)", "mode": TWO_TURN.name},
+            {**after, "name": "after two-turn RLCR", "mode": TWO_TURN.name}]
 
 
 def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str, Any],

@@ -1,12 +1,13 @@
 """`calibrl eval`: generate with a model on a data file, verify, and write metrics and figures.
 
 Each prompt gets `samples` answers in the mode's format (rollouts of `calibrl.rollout.rollouts`),
-two_turn answers get one confidence turn each, and every answer becomes one record:
-correct (the task's strict verifier), the parsed confidence (None when unparsable; the metrics
-count it as 0 and report the share), whether an equation could be extracted at all
-(`format_ok`), the token lengths of both turns, and the problem's difficulty `group`
-(`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group). Writes, in `out_dir`:
-`predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`, and the PNG figures.
+in a mode with a confidence turn each answer gets one, and every answer becomes one record:
+correct (the task's verifier), the parsed confidence (None when unparsable; the metrics
+count it as 0 and report the share), whether an answer could be extracted at all
+(`format_ok`, `Task.extract_answer`), the token lengths of both turns, and the problem's
+difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group).
+Writes, in `out_dir`: `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`,
+and the PNG figures.
 """
 
 from __future__ import annotations
@@ -20,27 +21,26 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from calibrl.algo import score_tree
-from calibrl.algo.scoring import answer_part
+from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
 from calibrl.data import TaskExample, load_examples
 from calibrl.errors import UserError
 from calibrl.evaluation.metrics import EvalRecord
 from calibrl.evaluation.report import write_evaluation
+from calibrl.protocol.completions import answer_part
+from calibrl.protocol.modes import DEFAULT_MODE, ModeSpec, get_mode
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION
 from calibrl.rewards import parse_confidence
 from calibrl.rollout.engine import make_engine
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
 from calibrl.tasks import get_task
-from calibrl.tasks.countdown import extract_solution
 from calibrl.utils.atomic import atomic_write_text
-
-MODES = ("two_turn", "rlcr", "rlvr")
 
 
 @dataclass(frozen=True)
 class EvalSettings:
     """How to evaluate (CLI flags of `calibrl eval`)."""
 
-    mode: str = "two_turn"
+    mode: str = DEFAULT_MODE
     samples: int = 1
     temperature: float = 0.0
     max_answer_tokens: int = 128
@@ -51,8 +51,7 @@ class EvalSettings:
     confidence_question: str = CONFIDENCE_QUESTION
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise UserError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        get_mode(self.mode)  # UserError naming the valid modes
         if self.samples < 1:
             raise UserError(f"--samples must be >= 1, got {self.samples}")
         if self.samples > 1 and self.temperature == 0:
@@ -60,22 +59,28 @@ class EvalSettings:
                             "set --temperature > 0")
 
 
-def _records(tree, mode: str) -> list[dict[str, Any]]:
+def _stated_confidence(spec: ModeSpec, answer: AnswerNode) -> float | None:
+    """The confidence stated about `answer` (in its first turn-2 sample, or in the answer itself);
+    None when the mode states none or it does not parse."""
+    if not spec.states_confidence:
+        return None
+    texts = spec.confidence_texts(answer.sample.text, [c.text for c in answer.confidences[:1]])
+    return parse_confidence(texts[0] if texts else "")
+
+
+def _records(tree: RolloutTree) -> list[dict[str, Any]]:
     rows = []
     for prompt in tree.prompts:
-        group = get_task(prompt.data_source).difficulty(prompt.ground_truth)
+        task = get_task(prompt.data_source)
+        group = task.difficulty(prompt.ground_truth)
         for answer in prompt.answers:
             text = answer.sample.text
             conf_text = answer.confidences[0].text if answer.confidences else None
-            confidence = None
-            if mode == "two_turn":
-                confidence = parse_confidence(conf_text or "")
-            elif mode == "rlcr":
-                confidence = parse_confidence(text)
+            confidence = _stated_confidence(tree.spec, answer)
             rows.append({
                 "index": prompt.index, "ground_truth": dict(prompt.ground_truth),
                 "answer": text, "correct": bool(answer.correct),
-                "format_ok": extract_solution(answer_part(text)) is not None,
+                "format_ok": task.extract_answer(answer_part(text)) is not None,
                 "confidence_text": conf_text, "confidence": confidence,
                 "answer_len": len(answer.sample.token_ids),
                 "conf_len": len(answer.confidences[0].token_ids) if answer.confidences else None,
@@ -100,9 +105,9 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
         chunk = examples[start:start + settings.batch_prompts]
         seed = settings.seed * 1_000_003 + n
         tree = sample_answers(engine, tokenizer, chunk, rollout, settings.mode, seed)
-        if settings.mode == "two_turn":
+        if tree.spec.has_confidence_turn:
             sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
-        rows += _records(score_tree(tree), settings.mode)
+        rows += _records(score_tree(tree))
     return rows
 
 
@@ -122,5 +127,5 @@ def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
     records = [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
                           r["conf_len"], r["group"]) for r in rows]
     metrics = write_evaluation(out, records, name=name or out.name, mode=settings.mode,
-                               with_confidence=settings.mode != "rlvr")
+                               with_confidence=get_mode(settings.mode).states_confidence)
     return metrics

@@ -24,7 +24,7 @@ from calibrl.protocol.tags import (
     THINK_CLOSE,
     THINK_OPEN,
 )
-from calibrl.tasks.countdown.task import SYSTEM_PROMPT, compact_prompt, short_prompt, user_prompt
+from calibrl.tasks import DEFAULT_TASK, get_task
 
 # Turn-2 questions of the two-turn calibration conversation; the first is the default
 # (`calibrl.protocol.prompts.CONFIDENCE_QUESTION`, the run config's `rollout.confidence_question`).
@@ -125,12 +125,7 @@ def tokenizer_corpus(seed: int = 0) -> list[str]:
     texts: list[str] = list(_digit_strings())
     texts += [f"{role}\n" for role in ROLES]  # ChatML role lines
     texts += [f"{role.capitalize()}: " for role in ROLES]  # the plain "User: ..." format
-    texts.append(SYSTEM_PROMPT)
-    for size in (3, 4, 5, 6):
-        nums = [rng.randint(1, 99) for _ in range(size)]
-        texts.append(user_prompt(nums, rng.randint(1, 999)))
-        texts.append(short_prompt(nums, rng.randint(1, 999)))
-        texts.append(compact_prompt(nums, rng.randint(1, 999)))
+    texts += get_task(DEFAULT_TASK).corpus_texts(rng)  # the task's prompts, in every style
     texts += _equation_lines(rng, 50)
     texts += CONFIDENCE_QUESTIONS
     texts.append(RLCR_INSTRUCTION)

@@ -3,9 +3,9 @@
 `gen_text` is only what the model generated after the forced text. It is cut after its last
 `</answer>` (the sample stopped there; the token completing the tag may carry a few more
 characters, such as a line break the last-line extractor would trip on, and the training reward
-cuts the same way, `calibrl.algo.scoring.answer_part`), then given `<answer>` / `</answer>` where
-missing. The task's `verify` judges that string; for Countdown it is `verify_equation_strict`,
-the function the training reward calls, so the two cannot disagree (tests/probe prove it).
+cuts the same way, `calibrl.protocol.completions.answer_part`), then given `<answer>` /
+`</answer>` where missing. The task's `verify` judges that string, the very call the training
+reward makes, so the two cannot disagree (tests/probe prove it).
 """
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from calibrl.algo.scoring import answer_part
-from calibrl.tasks import get_task
-from calibrl.tasks.countdown import ensure_answer_tags, extract_solution
+from calibrl.protocol.completions import answer_part, ensure_answer_tags
+from calibrl.tasks import DEFAULT_TASK, get_task
 
 
 def solution_str(gen_text: str) -> str:
@@ -23,24 +22,16 @@ def solution_str(gen_text: str) -> str:
     return ensure_answer_tags(answer_part(gen_text))
 
 
-def _verify(text: str, ground_truth: Mapping[str, Any], data_source: str) -> bool:
-    task = get_task(data_source)  # an unknown source is the user's error, raised here
-    try:
-        return bool(task.verify(text, ground_truth))
-    except Exception:  # hostile model output is wrong, not fatal
-        return False
-
-
-def judge(gen_text: str, ground_truth: Mapping[str, Any], data_source: str = "countdown") -> bool:
+def judge(gen_text: str, ground_truth: Mapping[str, Any], data_source: str = DEFAULT_TASK) -> bool:
     """Whether a sampled answer (text after the forced `<answer>`) is correct."""
-    return _verify(solution_str(gen_text), ground_truth, data_source)
+    return get_task(data_source).verify(solution_str(gen_text), ground_truth)
 
 
 def judge_completion(completion: str, ground_truth: Mapping[str, Any],
-                     data_source: str = "countdown") -> bool:
+                     data_source: str = DEFAULT_TASK) -> bool:
     """Whether a whole completion (chain and answer) is correct, as the training reward says:
     no tags are added, since the model had to write them itself."""
-    return _verify(answer_part(completion), ground_truth, data_source)
+    return get_task(data_source).verify(answer_part(completion), ground_truth)
 
 
 def normalise_answer(answer: str | None) -> str | None:
@@ -51,11 +42,11 @@ def normalise_answer(answer: str | None) -> str | None:
     return text or None
 
 
-def sampled_answer(gen_text: str) -> str | None:
+def sampled_answer(gen_text: str, data_source: str = DEFAULT_TASK) -> str | None:
     """The normalised answer a sample gives (None when it gives none)."""
-    return normalise_answer(extract_solution(solution_str(gen_text)))
+    return normalise_answer(get_task(data_source).extract_answer(solution_str(gen_text)))
 
 
-def final_answer_of(completion: str) -> str | None:
+def final_answer_of(completion: str, data_source: str = DEFAULT_TASK) -> str | None:
     """The final answer of a whole completion (chain and answer), as extracted for the reward."""
-    return extract_solution(answer_part(completion))
+    return get_task(data_source).extract_answer(answer_part(completion))

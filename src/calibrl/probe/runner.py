@@ -78,7 +78,8 @@ def build_row(trace: Trace, points: Sequence[Point], by_cut: Mapping[int, list[G
         texts = [g.text for g in gens]
         counts[cut] = {
             "correct": sum(judge(t, trace.ground_truth, trace.data_source) for t in texts),
-            "same": None if final is None else sum(sampled_answer(t) == final for t in texts),
+            "same": None if final is None else sum(sampled_answer(t, trace.data_source) == final
+                                                  for t in texts),
             "unfinished": sum(g.finish_reason == "length" for g in gens),
             **({"texts": texts} if config.save_samples else {}),
         }

@@ -37,7 +37,7 @@ from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.hf_engine import HFEngine, plan_chunks
 from calibrl.rollout.sampling import derive_seed
 from calibrl.rollout.stopping import StopChecker
-from calibrl.utils.modes import eval_mode
+from calibrl.utils.eval_mode import eval_mode
 
 Results = list[list[list[Generation]]]  # [job][cut][sample]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from calibrl.data import TaskExample, countdown_ground_truth
+from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.probe.config import ANSWER_STOP, ProbeConfig
 from calibrl.probe.judge import final_answer_of, judge, judge_completion
@@ -32,7 +32,7 @@ from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.rollouts import encode_messages
 from calibrl.rollout.sampling import derive_seed
 from calibrl.rollout.stopping import decode
-from calibrl.tasks import get_task
+from calibrl.tasks import DEFAULT_TASK, get_task
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def trace_from_generation(key: int, example: TaskExample, prompt_ids: Sequence[i
     """A generated trace: the model's own completion of `prompt_ids`, split around its chain."""
     ids = _strip_trailing_special(tokenizer, [int(t) for t in generation.token_ids])
     start, end = chain_span(tokenizer, ids, config.think_open, config.think_close)
-    final = final_answer_of(generation.text)
+    final = final_answer_of(generation.text, example.data_source)
     return Trace(
         key=key, index=example.index, data_source=example.data_source,
         ground_truth=dict(example.ground_truth),
@@ -182,15 +182,15 @@ def given_trace(row: Any, line: int, examples: Sequence[TaskExample],
     if not isinstance(chain, str):
         raise UserError(f"{where}: needs the chain of thought as a string in 'chain_of_thought'")
     example = _example_for(row, line, by_index, examples, where)
-    data_source = row.get("data_source") or (example.data_source if example else "countdown")
+    data_source = row.get("data_source") or (example.data_source if example else DEFAULT_TASK)
     try:
         task = get_task(data_source)  # an unknown source fails here, with its name
     except UserError as err:
         raise UserError(f"{where}: {err}") from None
     ground_truth = row.get("ground_truth") or (example.ground_truth if example else None)
-    if row.get("ground_truth") is not None and task.name == "countdown":
+    if row.get("ground_truth") is not None:
         try:
-            ground_truth = countdown_ground_truth(ground_truth)
+            ground_truth = task.check_ground_truth(ground_truth)
         except UserError as err:
             raise UserError(f"{where}: {err}") from None
     prompt = row.get("prompt")
@@ -213,7 +213,7 @@ def given_trace(row: Any, line: int, examples: Sequence[TaskExample],
     answer = _field(row, ANSWER_FIELDS)
     if answer is not None and not isinstance(answer, str):
         answer = str(answer)
-    final = (final_answer_of(answer) if answer and ANSWER_OPEN in answer
+    final = (final_answer_of(answer, data_source) if answer and ANSWER_OPEN in answer
              else (answer.strip() or None) if answer else None)
     final_correct = final is not None and judge(f"{ANSWER_OPEN}{final}{ANSWER_CLOSE}", ground_truth,
                                                 data_source)

@@ -3,6 +3,7 @@
 from calibrl.rewards.calibration import (
     accuracy_reward,
     brier_reward,
+    correctness_reward,
     parse_confidence,
     rlcr_format_ok,
     rlcr_reward,
@@ -14,6 +15,7 @@ __all__ = [
     "RewardOutput",
     "accuracy_reward",
     "brier_reward",
+    "correctness_reward",
     "parse_confidence",
     "rlcr_format_ok",
     "rlcr_reward",

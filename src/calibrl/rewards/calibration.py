@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
-from calibrl.tasks import get_task
+from calibrl.tasks import DEFAULT_TASK, get_task
 
 # A plain decimal number, optionally with an exponent and a trailing percent sign. ASCII digits
 # only: Python's float() would also read Arabic-Indic or full-width digits, which no prompt
@@ -69,18 +69,23 @@ def _as_correct(correct: bool | float) -> float:
 
 
 def accuracy_reward(
-    answer_text: str, ground_truth: Mapping[str, Any], data_source: str = "countdown"
+    answer_text: str, ground_truth: Mapping[str, Any], data_source: str = DEFAULT_TASK
 ) -> float:
     """1.0 if the task's verifier accepts `answer_text`, else 0.0: the answer reward of every mode.
 
-    `answer_text` is the turn-1 completion (or just its answer part); the verifier of the task
-    registered for `data_source` decides. A verifier that raises on hostile text counts as wrong.
+    `answer_text` is the turn-1 completion (or just its answer part); `Task.verify` of the task
+    registered for `data_source` decides, and counts a verifier failure on hostile text as wrong.
     """
-    task = get_task(data_source)
-    try:
-        return 1.0 if task.verify(answer_text, ground_truth) else 0.0
-    except Exception:  # the reward must never crash a training step on model output
-        return 0.0
+    return 1.0 if get_task(data_source).verify(answer_text, ground_truth) else 0.0
+
+
+def correctness_reward(correct: bool | float, completion_text: str) -> float:
+    """1.0 for a correct answer, else 0.0: the turn-1 reward of RLVR and two-turn RLCR.
+
+    `completion_text` is unused; it is there so every mode's reward has one signature
+    (`calibrl.protocol.modes.ModeSpec.answer_reward`).
+    """
+    return _as_correct(correct)
 
 
 def brier_reward(correct: bool | float, confidence_text: str) -> float:

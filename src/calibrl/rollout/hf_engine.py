@@ -33,7 +33,7 @@ from calibrl.rollout import kv_cache
 from calibrl.rollout.decode import decode_rows
 from calibrl.rollout.engine import Generation, SamplingParams, check_prompts
 from calibrl.rollout.stopping import StopChecker
-from calibrl.utils.modes import eval_mode
+from calibrl.utils.eval_mode import eval_mode
 
 
 @dataclass(frozen=True)

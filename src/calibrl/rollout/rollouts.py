@@ -1,29 +1,26 @@
-"""The three rollouts: two-turn RLCR, single-turn RLCR and RLVR, each producing a rollout tree.
+"""Rollouts: sample a batch of problems in a mode's format, producing a rollout tree.
 
-- `rlvr`: G_a answers per prompt, stopped at `</answer>`.
-- `rlcr`: G_a completions per prompt holding answer, analysis and confidence (the prompt carries
-  `RLCR_INSTRUCTION`), stopped at `</confidence>`.
-- `two_turn`: the `rlvr` answers, then for every answer the conversation prompt -> answer ->
-  confidence question, G_c confidence completions each, all answers batched in one engine call.
-  Answers cut at the length limit still get their confidence turn and are scored as they are.
+Turn 1 (every mode): G_a completions per prompt, with the mode's turn-1 prompt and stop strings
+(`ModeSpec.answer_prompt`, `answer_stop`: RLVR and two-turn answers stop at `</answer>`, a
+single-turn RLCR completion, which carries `RLCR_INSTRUCTION`, at `</confidence>`). Turn 2 (modes
+with a confidence turn): for every answer the conversation prompt -> answer -> confidence
+question, G_c confidence completions each, all answers batched in one engine call. Answers cut at
+the length limit still get their confidence turn and are scored as they are.
 
 Rollouts only generate; `calibrl.algo.scoring.score_tree` writes rewards afterwards.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from calibrl.algo.rollout_tree import AnswerNode, PromptNode, RolloutTree, Sample
 from calibrl.data import TaskExample
-from calibrl.protocol.tags import ANSWER_CLOSE, CONFIDENCE_CLOSE
+from calibrl.protocol.modes import get_mode
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
-
-ANSWER_STOP = (ANSWER_CLOSE,)
-CONFIDENCE_STOP = (CONFIDENCE_CLOSE,)
 
 
 @dataclass(frozen=True)
@@ -55,11 +52,8 @@ class RolloutSettings:
 
     def max_response_tokens(self, mode: str) -> int:
         """The longest completion a mode can produce (Dr. GRPO's constant normaliser)."""
-        if mode == "rlcr":
-            return self.max_answer_tokens + self.max_confidence_tokens
-        if mode == "two_turn":
-            return max(self.max_answer_tokens, self.max_confidence_tokens)
-        return self.max_answer_tokens
+        return get_mode(mode).max_response_tokens(self.max_answer_tokens,
+                                                  self.max_confidence_tokens)
 
     def params(self, n: int, max_new_tokens: int, stop: tuple[str, ...], seed: int | None
                ) -> SamplingParams:
@@ -100,18 +94,18 @@ def _seed(seed: int | None, turn: int) -> int | None:
 def sample_answers(engine: Engine, tokenizer: Any, examples: Sequence[TaskExample],
                    settings: RolloutSettings, mode: str, seed: int | None = None) -> RolloutTree:
     """Turn 1 for every mode: G_a completions per prompt, as an unscored tree."""
-    contexts = [encode_messages(tokenizer, answer_messages(ex.messages, mode),
+    spec = get_mode(mode)
+    contexts = [encode_messages(tokenizer, spec.answer_prompt(ex.messages),
                                 settings.chat_template, settings.max_prompt_tokens)
                 for ex in examples]
-    single_turn_rlcr = mode == "rlcr"
     params = settings.params(
         settings.num_generations_answer,
-        settings.max_answer_tokens + (settings.max_confidence_tokens if single_turn_rlcr else 0),
-        CONFIDENCE_STOP if single_turn_rlcr else ANSWER_STOP,
+        spec.answer_token_budget(settings.max_answer_tokens, settings.max_confidence_tokens),
+        spec.answer_stop,
         _seed(seed, 0),
     )
     generations = engine.generate(contexts, params)
-    tree = RolloutTree(mode=mode)  # type: ignore[arg-type]
+    tree = RolloutTree(mode=spec.name)
     for ex, context, gens in zip(examples, contexts, generations, strict=True):
         tree.prompts.append(PromptNode(index=ex.index, data_source=ex.data_source,
                                        ground_truth=ex.ground_truth,
@@ -122,37 +116,33 @@ def sample_answers(engine: Engine, tokenizer: Any, examples: Sequence[TaskExampl
 def sample_confidences(engine: Engine, tokenizer: Any, tree: RolloutTree,
                        examples: Sequence[TaskExample], settings: RolloutSettings,
                        n: int | None = None, seed: int | None = None) -> RolloutTree:
-    """Turn 2: for every answer, `n` (default G_c) confidence completions, in one engine call."""
+    """Turn 2: for every answer, `n` (default G_c) confidence completions, in one engine call.
+
+    The tree's mode must have a confidence turn (`ModeSpec.has_confidence_turn`)."""
+    spec = tree.spec
+    if spec.confidence_prompt is None:
+        raise ValueError(f"mode {spec.name!r} has no confidence turn")
     answers, contexts = [], []
     for ex, prompt in zip(examples, tree.prompts, strict=True):
         for answer in prompt.answers:
-            messages = confidence_messages(ex.messages, answer.sample.text,
-                                           settings.confidence_question)
+            messages = spec.confidence_prompt(ex.messages, answer.sample.text,
+                                              settings.confidence_question)
             answers.append(answer)
             # Not truncated: the turn-1 prompt is already bounded and the answer is too.
             contexts.append(encode_messages(tokenizer, messages, settings.chat_template))
     params = settings.params(n or settings.num_generations_confidence,
-                             settings.max_confidence_tokens, CONFIDENCE_STOP, _seed(seed, 1))
+                             settings.max_confidence_tokens, spec.confidence_stop,
+                             _seed(seed, 1))
     for answer, context, gens in zip(answers, contexts, engine.generate(contexts, params),
                                      strict=True):
         answer.confidences = [_sample(context, g) for g in gens]
     return tree
 
 
-def rlvr_rollout(engine, tokenizer, examples, settings, seed=None) -> RolloutTree:
-    return sample_answers(engine, tokenizer, examples, settings, "rlvr", seed)
-
-
-def rlcr_rollout(engine, tokenizer, examples, settings, seed=None) -> RolloutTree:
-    return sample_answers(engine, tokenizer, examples, settings, "rlcr", seed)
-
-
-def two_turn_rollout(engine, tokenizer, examples, settings, seed=None) -> RolloutTree:
-    tree = sample_answers(engine, tokenizer, examples, settings, "two_turn", seed)
-    return sample_confidences(engine, tokenizer, tree, examples, settings, seed=seed)
-
-
-Rollout = Callable[[Engine, Any, Sequence[TaskExample], RolloutSettings, "int | None"],
-                   RolloutTree]
-ROLLOUTS: dict[str, Rollout] = {"two_turn": two_turn_rollout, "rlcr": rlcr_rollout,
-                                "rlvr": rlvr_rollout}
+def run_rollout(engine: Engine, tokenizer: Any, examples: Sequence[TaskExample],
+                settings: RolloutSettings, mode: str, seed: int | None = None) -> RolloutTree:
+    """A whole rollout of `mode`: turn 1, then turn 2 if the mode has one. Unscored."""
+    tree = sample_answers(engine, tokenizer, examples, settings, mode, seed)
+    if tree.spec.has_confidence_turn:
+        sample_confidences(engine, tokenizer, tree, examples, settings, seed=seed)
+    return tree

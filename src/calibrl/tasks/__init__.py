@@ -1,13 +1,17 @@
-"""Tasks: how to prompt for a problem and how to verify an answer."""
+"""Tasks: the protocol's `Task` interface (how to pose a problem, verify an answer, make data)
+and the registry that maps each `data_source` to its task (`get_task`)."""
 
 from calibrl.tasks.base import (
+    DEFAULT_TASK,
+    Conversion,
     Task,
     get_task,
     import_task_modules,
     known_sources,
     register_task,
+    safe_verify,
     select_score_fn,
 )
 
-__all__ = ["Task", "get_task", "import_task_modules", "known_sources", "register_task",
-           "select_score_fn"]
+__all__ = ["DEFAULT_TASK", "Conversion", "Task", "get_task", "import_task_modules",
+           "known_sources", "register_task", "safe_verify", "select_score_fn"]

@@ -1,49 +1,158 @@
-"""What a task is, and the `data_source -> task` registry.
+"""The protocol's `Task` interface, the one safe verifier, and the `data_source -> task` registry.
 
-A task knows three things: how to turn a data row into chat messages, how to verify an answer
-(bool, used by the calibration reward and the probe), and the reward-manager score of a full
-decoded prompt+response string (verl semantics, e.g. Countdown's 0 / 0.1 / 1.0).
-The registry replaces verl's `_select_rm_score_fn` if/elif chain: tasks register themselves by
-the `data_source` names they answer to.
+Every layer that needs something task-specific (a prompt, an answer check, problems, SFT traces)
+asks the task registered for the row's `data_source`; nothing outside a task's own package and
+`_ensure_builtin_tasks` below imports a task implementation. The registry replaces verl's
+`_select_rm_score_fn` if/elif chain: tasks register themselves by the names they answer to.
+
+Why `Task` lives here and not in `calibrl.protocol`: the protocol package holds the conventions
+that are plain data (tags, prompt texts, mode specs) and imports nothing of calibrl but
+`errors`; a task interface needs its registry, which loads the built-in tasks, and its verifier
+needs a wall-clock limit (`calibrl.utils.timeout`). So `calibrl.tasks` is the layer right above
+the protocol, and `calibrl.tasks.Task` is the protocol's task.
+
+Implementing a task: subclass `Task`, set `name`, implement `make_prompt`, `check` and `score`;
+the rest have defaults that either fit any task (`extract_answer`: the last answer block,
+`difficulty`, `problem_key`, `check_ground_truth`) or say the task does not support it
+(`generate`, `convert_file`: `UserError`; SFT traces: None).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from calibrl.errors import UserError
+from calibrl.protocol.completions import last_answer
+from calibrl.utils.timeout import time_limit
+
+if TYPE_CHECKING:
+    import random
+
+    from calibrl.data.example import TaskExample
 
 ScoreFn = Callable[..., float]
+Messages = list[dict[str, str]]
+DataSplit = tuple[list["TaskExample"], list["TaskExample"]]  # (train, test)
+VERIFY_TIMEOUT_S = 1.0
+DEFAULT_TASK = "countdown"  # the task of files and commands that name none (TRL columns, probe)
 
 
-@runtime_checkable
-class Task(Protocol):
+def safe_verify(check: Callable[[str, Mapping[str, Any]], Any], answer_text: str,
+                ground_truth: Mapping[str, Any], timeout_s: float | None = VERIFY_TIMEOUT_S
+                ) -> bool:
+    """`bool(check(answer_text, ground_truth))`, or False if it raises or runs past `timeout_s`.
+
+    The one place where a verifier failing on model output becomes a wrong answer: hostile text
+    must not kill a training step, an evaluation or the probe. The limit is only enforced in the
+    main thread (`calibrl.utils.timeout`).
+    """
+    try:
+        with time_limit(timeout_s):
+            return bool(check(answer_text, ground_truth))
+    except Exception:  # CallTimeout included
+        return False
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What `Task.convert_file` made of a file."""
+
+    train: list[TaskExample]
+    test: list[TaskExample]
+    rows_read: int
+    duplicates: int  # the same problem as an earlier row (`Task.problem_key`): dropped
+    unsolvable: int  # no reference solution exists (only counted when solving): dropped
+
+
+class Task(ABC):
     """A verifiable task.
 
     Attributes:
         name: canonical `data_source` value written into data files.
         failure_score: what the reward manager writes when scoring a row fails or times out.
+        verify_timeout_s: wall-clock limit of one `verify` call (None: no limit).
+        prompt_styles: the styles `make_prompt` accepts, the default first.
+        generate_options: the keyword options of `generate` and their defaults (help texts
+            show them).
     """
 
     name: str
-    failure_score: float
+    failure_score: float = 0.0
+    verify_timeout_s: float | None = VERIFY_TIMEOUT_S
+    prompt_styles: tuple[str, ...] = ("default",)
+    generate_options: Mapping[str, Any] = {}
 
-    def build_messages(self, ground_truth: Mapping[str, Any]) -> list[dict[str, str]]:
+    # --- prompts and answers -----------------------------------------------------------------
+
+    @abstractmethod
+    def make_prompt(self, ground_truth: Mapping[str, Any], style: str | None = None) -> Messages:
         """Chat messages (`[{"role": ..., "content": ...}]`) that pose this problem."""
-        ...
+
+    def extract_answer(self, text: str) -> str | None:
+        """The answer a completion (or its answer part) gives, or None if it gives none.
+        Default: the content of its last `<answer>…</answer>` block."""
+        return last_answer(text)
+
+    @abstractmethod
+    def check(self, answer_text: str, ground_truth: Mapping[str, Any]) -> bool:
+        """The task's own verifier. May raise or run long on hostile text: call `verify`."""
 
     def verify(self, answer_text: str, ground_truth: Mapping[str, Any]) -> bool:
-        """True iff `answer_text` (a completion, or just its answer part) is correct."""
-        ...
+        """True iff `answer_text` (a completion, or its answer part) is correct. Never raises:
+        an exception or a timeout in `check` is a failed verification."""
+        return safe_verify(self.check, answer_text, ground_truth, self.verify_timeout_s)
 
+    @abstractmethod
     def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
-        """Reward-manager score of a decoded prompt+response string."""
-        ...
+        """Reward-manager score of a decoded prompt+response string (verl semantics)."""
 
     def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
         """A short label of the problem's difficulty group (metrics are reported per group)."""
-        ...
+        return "all"
+
+    # --- problems ------------------------------------------------------------------------------
+
+    def check_ground_truth(self, ground_truth: Any) -> dict[str, Any]:
+        """`ground_truth` read from a file, checked and normalised; `UserError` if unusable."""
+        if not isinstance(ground_truth, Mapping):
+            raise UserError(f"ground_truth is {ground_truth!r}, expected a mapping")
+        return dict(ground_truth)
+
+    def problem_key(self, ground_truth: Mapping[str, Any]) -> Hashable:
+        """Equal keys are the same problem (duplicates, and held-out problems kept out of SFT)."""
+        return json.dumps(ground_truth, sort_keys=True, default=str)
+
+    def generate(self, n: int, *, seed: int = 0, test_size: int | None = None,
+                 test_fraction: float | None = None, style: str | None = None,
+                 **options: Any) -> DataSplit:
+        """`n` new problems as `(train, test)` examples with prompts in `style`."""
+        raise UserError(f"task {self.name!r} cannot generate problems")
+
+    def convert_file(self, path: str | Path, *, n: int | None = None,
+                     test_size: int | None = None, test_fraction: float | None = None,
+                     solve: bool = True) -> Conversion:
+        """Problems read from a file of another project, as this task's train/test examples."""
+        raise UserError(f"task {self.name!r} cannot convert data files")
+
+    # --- supervised warm-up --------------------------------------------------------------------
+
+    def reference_trace(self, example: TaskExample) -> str | None:
+        """A correct turn-1 completion (`<think>` steps, then the answer), or None if the
+        example carries no reference solution."""
+        return None
+
+    def wrong_trace(self, example: TaskExample, rng: random.Random) -> str | None:
+        """A plausible turn-1 completion that fails `verify`, or None if none can be made."""
+        return None
+
+    def corpus_texts(self, rng: random.Random) -> list[str]:
+        """Sample prompt texts in every style, for fitting a tokenizer to this task."""
+        return []
 
 
 _REGISTRY: dict[str, Task] = {}
@@ -51,6 +160,8 @@ _REGISTRY: dict[str, Task] = {}
 
 def register_task(task: Task, *aliases: str) -> Task:
     """Make `task` answer to `task.name` and each alias as a `data_source`."""
+    if not isinstance(task, Task):
+        raise TypeError(f"{type(task).__name__} is not a calibrl.tasks.Task")
     for source in (task.name, *aliases):
         if source in _REGISTRY and _REGISTRY[source] is not task:
             raise ValueError(f"data_source {source!r} is already registered")
@@ -91,5 +202,6 @@ def import_task_modules(modules: list[str]) -> None:
 
 
 def _ensure_builtin_tasks() -> None:
-    # Importing registers them; done lazily so `calibrl.tasks.base` has no import cycle.
+    # Importing registers them; done lazily so `calibrl.tasks.base` has no import cycle. The only
+    # import of a built-in task outside its own package.
     import calibrl.tasks.countdown  # noqa: F401

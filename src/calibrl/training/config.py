@@ -23,7 +23,8 @@ from pydantic import (
 )
 
 from calibrl.errors import UserError
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION as DEFAULT_CONFIDENCE_QUESTION
+from calibrl.protocol.modes import DEFAULT_MODE, get_mode, modes_help
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION as DEFAULT_CONFIDENCE_QUESTION
 
 
 class _Section(BaseModel):
@@ -60,7 +61,8 @@ class RolloutConfig(_Section):
     num_generations_answer: int = Field(4, ge=1, description="G_a: answers sampled per prompt "
                                         "(turn 1); the GRPO group size.")
     num_generations_confidence: int = Field(2, ge=1, description="G_c: confidence completions "
-                                            "sampled per answer (turn 2, mode two_turn).")
+                                            "sampled per answer (turn 2, in modes that have "
+                                            "one).")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature (both turns).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
     top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
@@ -77,9 +79,7 @@ class RolloutConfig(_Section):
 
 
 class AlgorithmConfig(_Section):
-    mode: Literal["two_turn", "rlcr", "rlvr"] = Field(
-        "two_turn", description="two_turn: answer then confidence turns (this project's "
-        "method); rlcr: one completion with answer and confidence; rlvr: answers only.")
+    mode: str = Field(DEFAULT_MODE, description=modes_help())
     lambda_ans: float = Field(1.0, ge=0, description="Weight of answer advantages.")
     lambda_conf: float = Field(1.0, ge=0, description="Weight of confidence advantages.")
     confidence_level: Literal["answer", "answer_then_prompt", "prompt"] = Field(
@@ -88,6 +88,12 @@ class AlgorithmConfig(_Section):
         "(mixes answers; ablation only).")
     normalize_std: bool = Field(True, description="Divide advantages by the group std "
                                 "(population) + eps; mean-centring only when false.")
+    confidence_std_scope: Literal["group", "batch"] = Field(
+        "group", description="With normalize_std, the std that scales confidence advantages: "
+        "each group's own (as for answers; with num_generations_confidence=2 every "
+        "advantage becomes +-1 and the confidence drifts to the majority outcome), or one std "
+        "over the batch after centring within groups (keeps the Brier differences' sizes, so "
+        "confidence moves toward the accuracy).")
     eps: float = Field(1e-6, gt=0, description="Added to the std in advantage normalisation.")
     clip_low: float = Field(0.2, ge=0, lt=1, description="Lower PPO clip range (1 - clip_low).")
     clip_high: float = Field(0.2, ge=0, description="Upper PPO clip range (1 + clip_high).")
@@ -102,6 +108,14 @@ class AlgorithmConfig(_Section):
     kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator.")
     ppo_epochs: int = Field(1, ge=1, description="Optimisation passes over each rollout; >1 "
                             "recomputes old log-probs with the pre-update policy.")
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, value: str) -> str:
+        try:
+            return get_mode(value).name
+        except UserError as err:  # pydantic reports ValueErrors with the field's name
+            raise ValueError(str(err)) from None
 
 
 class OptimConfig(_Section):
@@ -159,7 +173,7 @@ class Config(_Section):
     @model_validator(mode="after")
     def _check_combinations(self) -> Config:
         algo, rollout = self.algorithm, self.rollout
-        if (algo.mode == "two_turn" and rollout.num_generations_confidence == 1
+        if (get_mode(algo.mode).has_confidence_turn and rollout.num_generations_confidence == 1
                 and algo.confidence_level != "prompt" and algo.lambda_conf > 0):
             raise ValueError(
                 "num_generations_confidence=1 leaves nothing to normalise per answer: use "

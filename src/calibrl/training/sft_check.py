@@ -1,10 +1,11 @@
 """A quick look at what SFT taught: generate on held-out problems in each format and score it.
 
-Turn 1 (rlvr / two_turn format): share of completions with an `<answer>` the Countdown extractor
-finds, and strict-verifier accuracy. Turn 2 (two_turn): share of parseable confidences, and the
-mean confidence on right and on wrong answers (after SFT these should be about equal; RL is what
-should pull them apart). Single-turn RLCR: format rate (`rlcr_format_ok`) and accuracy. Uses
-`model.generate` with left padding; greedy at temperature 0, else plain sampling (no top-k/p).
+Turn 1 (rlvr / two_turn format): share of completions with an answer the task's extractor finds
+(`Task.extract_answer`), and accuracy (`Task.verify`). Turn 2 (two_turn): share of parseable
+confidences, and the mean confidence on right and on wrong answers (after SFT these should be
+about equal; RL is what should pull them apart). Single-turn RLCR: format rate
+(`rlcr_format_ok`) and accuracy. Uses `model.generate` with left padding; greedy at temperature
+0, else plain sampling (no top-k/p).
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from dataclasses import dataclass
 
 import torch
 
-from calibrl.algo.scoring import answer_part
 from calibrl.data.example import TaskExample
+from calibrl.protocol.completions import answer_part
+from calibrl.protocol.modes import RLCR, TWO_TURN
+from calibrl.protocol.prompts import confidence_messages
 from calibrl.rewards import parse_confidence, rlcr_format_ok
-from calibrl.rollout.prompts import answer_messages, confidence_messages
-from calibrl.tasks.countdown import extract_solution, verify_equation_strict
+from calibrl.tasks import get_task
+from calibrl.utils.eval_mode import eval_mode
 
 
 @dataclass(frozen=True)
@@ -53,32 +56,36 @@ def generate(model, tokenizer, conversations: Sequence[list[dict[str, str]]], *,
              max_new_tokens: int, temperature: float = 0.0, batch_size: int = 64) -> list[str]:
     """The assistant reply to each conversation (special tokens removed, tags kept)."""
     device = next(model.parameters()).device
-    was_training, side = model.training, tokenizer.padding_side
-    model.eval()
+    side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # generation appends on the right
     sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
     options = sampling if temperature > 0 else {"do_sample": False}
     texts: list[str] = []
     try:
-        for start in range(0, len(conversations), batch_size):
-            prompts = [tokenizer.apply_chat_template(m, tokenize=False, add_generation_prompt=True)
-                       for m in conversations[start:start + batch_size]]
-            enc = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-            enc = {k: v.to(device) for k, v in enc.items()}
-            out = model.generate(**enc, max_new_tokens=max_new_tokens,
-                                 pad_token_id=tokenizer.pad_token_id,
-                                 eos_token_id=tokenizer.eos_token_id, **options)
-            new = out[:, enc["input_ids"].shape[1]:]
-            texts += tokenizer.batch_decode(new, skip_special_tokens=True)
+        with eval_mode(model):
+            for start in range(0, len(conversations), batch_size):
+                prompts = [tokenizer.apply_chat_template(m, tokenize=False,
+                                                         add_generation_prompt=True)
+                           for m in conversations[start:start + batch_size]]
+                enc = tokenizer(prompts, return_tensors="pt", padding=True,
+                                add_special_tokens=False)
+                enc = {k: v.to(device) for k, v in enc.items()}
+                out = model.generate(**enc, max_new_tokens=max_new_tokens,
+                                     pad_token_id=tokenizer.pad_token_id,
+                                     eos_token_id=tokenizer.eos_token_id, **options)
+                new = out[:, enc["input_ids"].shape[1]:]
+                texts += tokenizer.batch_decode(new, skip_special_tokens=True)
     finally:
         tokenizer.padding_side = side
-        model.train(was_training)
     return texts
 
 
 def _correct(text: str, example: TaskExample) -> bool:
-    gt = example.ground_truth
-    return verify_equation_strict(answer_part(text), gt["target"], gt["numbers"])
+    return get_task(example.data_source).verify(answer_part(text), example.ground_truth)
+
+
+def _format_ok(text: str, example: TaskExample) -> bool:
+    return get_task(example.data_source).extract_answer(answer_part(text)) is not None
 
 
 def check_model(model, tokenizer, problems: Sequence[TaskExample], *, temperature: float = 0.0,
@@ -90,14 +97,14 @@ def check_model(model, tokenizer, problems: Sequence[TaskExample], *, temperatur
     torch.manual_seed(seed)
     kw = {"temperature": temperature, "batch_size": batch_size}
     answers = generate(model, tokenizer,
-                       [answer_messages(ex.messages, "two_turn") for ex in problems],
+                       [TWO_TURN.answer_prompt(ex.messages) for ex in problems],
                        max_new_tokens=max_answer_tokens, **kw)
     right = [_correct(a, ex) for a, ex in zip(answers, problems, strict=True)]
     replies = generate(model, tokenizer,
                        [confidence_messages(ex.messages, a) for a, ex in zip(answers, problems, strict=True)],
                        max_new_tokens=max_confidence_tokens, **kw)
     confidences = [parse_confidence(r) for r in replies]
-    rlcr = generate(model, tokenizer, [answer_messages(ex.messages, "rlcr") for ex in problems],
+    rlcr = generate(model, tokenizer, [RLCR.answer_prompt(ex.messages) for ex in problems],
                     max_new_tokens=max_answer_tokens + max_confidence_tokens, **kw)
 
     def mean_conf(want: bool) -> float | None:
@@ -107,7 +114,7 @@ def check_model(model, tokenizer, problems: Sequence[TaskExample], *, temperatur
     return CheckResult(
         n=len(problems),
         temperature=temperature,
-        answer_format=sum(extract_solution(answer_part(a)) is not None for a in answers) / n,
+        answer_format=sum(_format_ok(a, ex) for a, ex in zip(answers, problems, strict=True)) / n,
         answer_accuracy=sum(right) / n,
         confidence_format=sum(c is not None for c in confidences) / n,
         mean_confidence_right=mean_conf(True),

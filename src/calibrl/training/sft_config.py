@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from calibrl.errors import UserError
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION
 from calibrl.training.sft_data import SFTMix
 
 

@@ -1,12 +1,13 @@
-"""SFT conversations built from Countdown problems: what the supervised warm-up teaches.
+"""SFT conversations built from solved problems: what the supervised warm-up teaches.
 
-Three kinds, one per message format the RL modes use (`calibrl.rollout.prompts` writes the
-prompts):
+Three kinds, one per message format the RL modes use (the prompts are the modes' own,
+`calibrl.protocol.modes`):
 
 - `answer` (rlvr and two_turn, turn 1): the task's messages, then the reference trace
-  `<think>steps</think>\\n<answer>solution</answer>`;
-- `confidence` (two_turn, turn 2): turn 1 with a correct *or a wrong* trace as the assistant
-  reply, the confidence question, then `<analysis>...</analysis>\\n<confidence>c</confidence>`;
+  `<think>steps</think>\\n<answer>solution</answer>` (`Task.reference_trace`);
+- `confidence` (two_turn, turn 2): turn 1 with a correct *or a wrong* trace (`Task.wrong_trace`)
+  as the assistant reply, the confidence question, then
+  `<analysis>...</analysis>\\n<confidence>c</confidence>`;
 - `rlcr` (single-turn RLCR): the RLCR prompt, then the reference trace followed by the analysis
   and confidence.
 
@@ -19,28 +20,16 @@ context is read, never imitated.
 
 from __future__ import annotations
 
-import ast
-import operator
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, fields
-from fractions import Fraction
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
-from calibrl.protocol.tags import (
-    ANALYSIS_CLOSE,
-    ANALYSIS_OPEN,
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    CONFIDENCE_CLOSE,
-    CONFIDENCE_OPEN,
-    THINK_CLOSE,
-    THINK_OPEN,
-)
-from calibrl.rollout.prompts import CONFIDENCE_QUESTION, answer_messages, confidence_messages
-from calibrl.tasks.countdown import verify_equation_strict
-from calibrl.tasks.countdown.generate import instance_key
+from calibrl.protocol.modes import RLCR, TWO_TURN
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
+from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
+from calibrl.tasks import get_task
 
 KINDS = ("answer", "confidence", "rlcr")
 CONFIDENCE_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -53,8 +42,6 @@ ANALYSIS_POOL = (
     "I compared the result of the last step with the target.",
     "I checked the order of the operations in the equation.",
 )
-
-Key = tuple[tuple[int, ...], int]
 
 
 @dataclass(frozen=True)
@@ -121,107 +108,10 @@ class SFTConversation:
     confidence: float | None = None
 
 
-def answer_trace(steps: Sequence[str], equation: str) -> str:
-    """The turn-1 completion: the steps inside think tags, then the equation in answer tags."""
-    return (f"{THINK_OPEN}\n" + "\n".join(steps)
-            + f"\n{THINK_CLOSE}\n{ANSWER_OPEN}{equation}{ANSWER_CLOSE}")
-
-
 def confidence_text(analysis: str, confidence: float) -> str:
     """`<analysis>analysis</analysis>\\n<confidence>c</confidence>` (c without trailing zeros)."""
     return (f"{ANALYSIS_OPEN}{analysis}{ANALYSIS_CLOSE}\n"
             f"{CONFIDENCE_OPEN}{confidence:g}{CONFIDENCE_CLOSE}")
-
-
-# --- wrong traces -----------------------------------------------------------------------------
-
-_OPS = {
-    ast.Add: ("+", operator.add),
-    ast.Sub: ("-", operator.sub),
-    ast.Mult: ("*", operator.mul),
-    ast.Div: ("/", operator.truediv),
-}
-
-
-def _value_text(x: Fraction) -> str:
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-
-
-def _operand_text(x: Fraction) -> str:
-    text = _value_text(x)
-    return text if x.denominator == 1 and x >= 0 else f"({text})"
-
-
-def trace_steps(equation: str) -> list[str] | None:
-    """One `"a op b = v"` line per operation of `equation`, in evaluation order (exact values).
-
-    The same shape as the solver's steps; None if the equation does not parse as + - * / over
-    integers or divides by zero.
-    """
-    try:
-        tree = ast.parse(equation, mode="eval").body
-    except SyntaxError:
-        return None
-    steps: list[str] = []
-
-    def walk(node: ast.AST) -> Fraction:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return Fraction(node.value)
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            symbol, apply = _OPS[type(node.op)]
-            left, right = walk(node.left), walk(node.right)
-            value = apply(left, right)  # Fraction: exact, ZeroDivisionError on / 0
-            steps.append(f"{_operand_text(left)} {symbol} {_operand_text(right)} = "
-                         f"{_value_text(value)}")
-            return value
-        raise ValueError(f"unsupported node {type(node).__name__}")
-
-    try:
-        walk(tree)
-    except (ZeroDivisionError, ValueError):
-        return None
-    return steps
-
-
-def _mutate(equation: str, numbers: Sequence[int], rng: random.Random) -> str | None:
-    """`equation` with one operator or one number changed at random, or None if it cannot be."""
-    tree = ast.parse(equation, mode="eval")
-    ops = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp)]
-    leaves = [n for n in ast.walk(tree) if isinstance(n, ast.Constant)]
-    if ops and rng.random() < 0.5:
-        node = rng.choice(ops)
-        node.op = rng.choice([op for op in _OPS if op is not type(node.op)])()
-    elif leaves:
-        leaf = rng.choice(leaves)
-        # Reusing another given number or missing by a little: the slips a model makes.
-        others = [n for n in numbers if n != leaf.value]
-        if others and rng.random() < 0.5:
-            leaf.value = rng.choice(others)
-        else:
-            leaf.value = max(0, leaf.value + rng.choice((-2, -1, 1, 2)))
-    else:
-        return None
-    return ast.unparse(tree)
-
-
-def wrong_trace(equation: str, ground_truth: dict, rng: random.Random,
-                attempts: int = 20) -> str | None:
-    """A turn-1 trace whose equation is `equation` slightly corrupted and fails the verifier.
-
-    Its steps are recomputed from the corrupted equation, so the think block and the answer
-    agree and the last step shows the wrong value. None if no attempt fails verification.
-    """
-    for _ in range(attempts):
-        candidate = _mutate(equation, ground_truth["numbers"], rng)
-        if candidate is None:
-            return None
-        steps = trace_steps(candidate)
-        if steps is None:
-            continue
-        text = answer_trace(steps, candidate)
-        if not verify_equation_strict(text, ground_truth["target"], ground_truth["numbers"]):
-            return text
-    return None
 
 
 # --- conversations -----------------------------------------------------------------------------
@@ -229,15 +119,12 @@ def wrong_trace(equation: str, ground_truth: dict, rng: random.Random,
 
 def reference_trace(example: TaskExample) -> str | None:
     """The correct trace of a problem from its reference solution, or None if it has none."""
-    solution, steps = example.extra.get("solution"), example.extra.get("steps")
-    if not solution or steps is None:
-        return None
-    return answer_trace(list(steps), solution)
+    return get_task(example.data_source).reference_trace(example)
 
 
 def answer_conversation(example: TaskExample, trace: str) -> SFTConversation:
     """Format (a): turn-1 messages + the trace."""
-    messages = answer_messages(example.messages, "two_turn")
+    messages = TWO_TURN.answer_prompt(example.messages)
     return SFTConversation(messages + [{"role": "assistant", "content": trace}], "answer",
                            example.index)
 
@@ -255,7 +142,7 @@ def confidence_conversation(example: TaskExample, context_trace: str, context_co
 def rlcr_conversation(example: TaskExample, trace: str, confidence: float,
                       analysis: str) -> SFTConversation:
     """Format (c): the RLCR prompt + trace, analysis and confidence in one message."""
-    messages = answer_messages(example.messages, "rlcr")
+    messages = RLCR.answer_prompt(example.messages)
     content = trace + "\n" + confidence_text(analysis, confidence)
     return SFTConversation(messages + [{"role": "assistant", "content": content}], "rlcr",
                            example.index, None, confidence)
@@ -282,7 +169,7 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
             continue
         context, correct = trace, True
         if kind == "confidence" and rng.random() < mix.wrong_share:
-            wrong = wrong_trace(example.extra["solution"], example.ground_truth, rng)
+            wrong = get_task(example.data_source).wrong_trace(example, rng)
             if wrong is not None:
                 context, correct = wrong, False
         confidence, analysis = rng.choice(grid), rng.choice(analyses)
@@ -297,9 +184,10 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
 # --- held-out exclusion ------------------------------------------------------------------------
 
 
-def problem_key(example: TaskExample) -> Key:
-    """(sorted numbers, target): equal keys are the same Countdown problem."""
-    return instance_key(list(example.ground_truth["numbers"]), int(example.ground_truth["target"]))
+def problem_key(example: TaskExample) -> Hashable:
+    """Equal keys are the same problem of the same task (`Task.problem_key`)."""
+    task = get_task(example.data_source)
+    return task.name, task.problem_key(example.ground_truth)
 
 
 def exclude_problems(train: Sequence[TaskExample],

@@ -39,7 +39,7 @@ from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
 from calibrl.data import load_examples
 from calibrl.models.loading import load_policy, resolve_model_path
 from calibrl.rollout.engine import make_engine
-from calibrl.rollout.rollouts import ROLLOUTS, RolloutSettings
+from calibrl.rollout.rollouts import RolloutSettings, run_rollout
 from calibrl.rollout.sampling import step_seed
 from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import find_checkpoint, save_checkpoint, set_rng_state
@@ -159,8 +159,8 @@ class Trainer:
                          self.accelerator.num_processes)
         self.model.eval()
         with torch.no_grad(), self.accelerator.autocast():
-            tree = ROLLOUTS[self.cfg.algorithm.mode](self.engine, self.tokenizer, batch_examples,
-                                                     self.settings, seed)
+            tree = run_rollout(self.engine, self.tokenizer, batch_examples, self.settings,
+                               self.cfg.algorithm.mode, seed)
         return score_tree(tree), batch_examples
 
     def _old_logprobs(self, model: Any, micro: list) -> list[torch.Tensor]:
@@ -210,7 +210,8 @@ class Trainer:
         batch = build_train_batch(tree, self.tokenizer, lambda_ans=algo.lambda_ans,
                                   lambda_conf=algo.lambda_conf,
                                   confidence_level=algo.confidence_level,
-                                  normalize_std=algo.normalize_std, eps=algo.eps)
+                                  normalize_std=algo.normalize_std,
+                                  confidence_std_scope=algo.confidence_std_scope, eps=algo.eps)
         metrics = {**rollout_stats(tree), **self._optimise(batch)}
         self.engine.update_weights(self._unwrapped())
         step_s = time.perf_counter() - start

@@ -1,15 +1,20 @@
-"""Countdown: TinyZero's reward functions (made safe) and the task built on them."""
+"""Countdown: TinyZero's reward functions (made safe) and the task built on them.
+
+Everything outside this package reaches Countdown through the task registry
+(`calibrl.tasks.get_task("countdown")`), never by importing it. The data-set builders are in
+`calibrl.tasks.countdown.data` (not imported here: they need pyarrow, scoring does not).
+"""
 
 from calibrl.tasks.base import register_task
+from calibrl.tasks.countdown.prompts import user_prompt
 from calibrl.tasks.countdown.reward import (
     compute_score,
-    ensure_answer_tags,
     evaluate_equation,
     extract_solution,
     validate_equation,
     verify_equation_strict,
 )
-from calibrl.tasks.countdown.task import CountdownTask, user_prompt
+from calibrl.tasks.countdown.task import CountdownTask
 
 COUNTDOWN = register_task(CountdownTask(), "countdown_3to4", "countdown_tasks")
 
@@ -17,7 +22,6 @@ __all__ = [
     "COUNTDOWN",
     "CountdownTask",
     "compute_score",
-    "ensure_answer_tags",
     "evaluate_equation",
     "extract_solution",
     "user_prompt",

@@ -22,9 +22,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN
 from calibrl.tasks.countdown.safe_eval import safe_evaluate
 
-ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 # Markers after which the model's response starts in a decoded prompt+response string.
 _RESPONSE_MARKERS = ("Assistant:", "<|im_start|>assistant")
 _ALLOWED_CHARS = re.compile(r"^[\d+\-*/().\s]+$")
@@ -143,17 +143,3 @@ def verify_equation_strict(solution_str: str, target_val: Any, allowed_nums: Any
         return compute_score(solution_str, ground_truth, "strict", 0.1, 1.0) == 1.0
     except Exception:
         return False
-
-
-def ensure_answer_tags(gen_text: str) -> str:
-    """Add `<answer>` / `</answer>` where missing, so an answer-only completion can be verified.
-
-    The probe forces `...</think>\\n<answer>` and stops at `</answer>`, so the sampled text
-    usually lacks the opening tag and sometimes (length cut) the closing one.
-    """
-    text = gen_text
-    if ANSWER_OPEN not in text:
-        text = ANSWER_OPEN + text
-    if ANSWER_CLOSE not in text.rpartition(ANSWER_OPEN)[2]:
-        text = text + ANSWER_CLOSE
-    return text

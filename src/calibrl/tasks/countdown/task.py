@@ -1,75 +1,73 @@
-"""The Countdown task: prompt wording and the `Task` protocol on top of the reward functions."""
+"""The Countdown task: the `Task` interface on top of the prompts, reward, generator and traces.
+
+The data-set functions (`calibrl.tasks.countdown.data`) are imported when first used: they need
+the parquet reader (pyarrow), which scoring a completion does not.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
-from calibrl.tasks.countdown.reward import compute_score, verify_equation_strict
-
-SYSTEM_PROMPT = (
-    "You are a helpful assistant. You first think about the reasoning process and then give "
-    "the user the answer."
+from calibrl.tasks.base import Conversion, DataSplit, Messages, Task
+from calibrl.tasks.countdown import traces
+from calibrl.tasks.countdown.generate import (
+    DEFAULT_MAX_NUMBER,
+    DEFAULT_NUM_NUMBERS,
+    DEFAULT_TARGET_RANGE,
+    DEFAULT_TEST_FRACTION,
+    generate_countdown,
+    instance_key,
 )
+from calibrl.tasks.countdown.prompts import (
+    DEFAULT_PROMPT_STYLE,
+    PROMPT_STYLES,
+    SYSTEM_PROMPT,
+    compact_prompt,
+    make_messages,
+    short_prompt,
+    user_prompt,
+)
+from calibrl.tasks.countdown.reward import compute_score, extract_solution, verify_equation_strict
 
+if TYPE_CHECKING:
+    import random
 
-def user_prompt(numbers: Sequence[Any], target: Any) -> str:
-    """The turn-1 question, in the TinyZero format (think tags, then one answer tag)."""
-    nums = "[" + ", ".join(str(int(n)) for n in numbers) + "]"
-    return (
-        f"Using the numbers {nums}, create an equation that equals {int(target)}. "
-        "You can use basic arithmetic operations (+, -, *, /) and each number can only be used "
-        "once. Show your reasoning in <think> </think> tags and give the final equation in "
-        "<answer> </answer> tags, for example <answer> (1 + 2) / 3 </answer>."
-    )
-
-
-def short_prompt(numbers: Sequence[Any], target: Any) -> str:
-    """A compact question (about a third of the tokens): for small models, where the fixed
-    instruction text would otherwise dominate the compute of supervised warm-up."""
-    nums = " ".join(str(int(n)) for n in numbers)
-    return (f"Numbers: {nums}. Target: {int(target)}. Use + - * / and each number once. "
-            "Think in <think> </think>, answer in <answer> </answer>.")
-
-
-def compact_prompt(numbers: Sequence[Any], target: Any) -> str:
-    """The shortest question (about 12 tokens): for a tiny model trained from scratch, which
-    reads no instructions and learns the format from its warm-up."""
-    return f"Numbers: {' '.join(str(int(n)) for n in numbers)}. Target: {int(target)}."
-
-
-def _tinyzero_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str]]:
-    return [{"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": user_prompt(numbers, target)}]
-
-
-def _short_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str]]:
-    return [{"role": "user", "content": short_prompt(numbers, target)}]
-
-
-def _compact_messages(numbers: Sequence[Any], target: Any) -> list[dict[str, str]]:
-    return [{"role": "user", "content": compact_prompt(numbers, target)}]
-
-
-PROMPT_STYLES = {"tinyzero": _tinyzero_messages, "short": _short_messages,
-                 "compact": _compact_messages}
+    from calibrl.data.example import TaskExample
 
 
 @dataclass(frozen=True)
-class CountdownTask:
-    """Countdown: reach `target` with each of `numbers` once, using + - * / and brackets."""
+class CountdownTask(Task):
+    """Countdown: reach `target` with each of `numbers` once, using + - * / and brackets.
+
+    Ground truth `{"target": int, "numbers": [int, ...]}`; an example's `extra` holds the
+    solver's `"solution"` and `"steps"` when it has a reference solution.
+    """
 
     name: str = "countdown"
     format_score: float = 0.1
     correct_score: float = 1.0
     failure_score: float = 0.0
-    prompt_style: str = "tinyzero"  # a key of PROMPT_STYLES
+    prompt_style: str = DEFAULT_PROMPT_STYLE  # a key of PROMPT_STYLES
 
-    def build_messages(self, ground_truth: Mapping[str, Any]) -> list[dict[str, str]]:
-        return PROMPT_STYLES[self.prompt_style](ground_truth["numbers"], ground_truth["target"])
+    prompt_styles = tuple(PROMPT_STYLES)
+    generate_options = MappingProxyType({
+        "num_numbers": DEFAULT_NUM_NUMBERS, "max_number": DEFAULT_MAX_NUMBER,
+        "target_range": DEFAULT_TARGET_RANGE, "size_weights": None,
+        "test_fraction": DEFAULT_TEST_FRACTION,  # when neither test option is given
+    })
 
-    def verify(self, answer_text: str, ground_truth: Mapping[str, Any]) -> bool:
+    def make_prompt(self, ground_truth: Mapping[str, Any], style: str | None = None) -> Messages:
+        return make_messages(ground_truth, style or self.prompt_style)
+
+    def extract_answer(self, text: str) -> str | None:
+        """The equation in the last answer block of the last line (the reference extractor)."""
+        return extract_solution(text)
+
+    def check(self, answer_text: str, ground_truth: Mapping[str, Any]) -> bool:
         return verify_equation_strict(answer_text, ground_truth["target"], ground_truth["numbers"])
 
     def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
@@ -80,3 +78,50 @@ class CountdownTask:
     def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
         """How many numbers the problem has: the main driver of how hard it is."""
         return f"{len(ground_truth['numbers'])} numbers"
+
+    def check_ground_truth(self, ground_truth: Any) -> dict[str, Any]:
+        from calibrl.tasks.countdown.data import countdown_ground_truth
+
+        return countdown_ground_truth(ground_truth)
+
+    def problem_key(self, ground_truth: Mapping[str, Any]) -> Hashable:
+        """(sorted numbers, target)."""
+        return instance_key(list(ground_truth["numbers"]), int(ground_truth["target"]))
+
+    def generate(self, n: int, *, seed: int = 0, test_size: int | None = None,
+                 test_fraction: float | None = None, style: str | None = None,
+                 **options: Any) -> DataSplit:
+        """Solvable instances (`generate_countdown`, whose keyword options `options` are) with
+        their reference solutions."""
+        from calibrl.tasks.countdown.data import examples_from_instances
+
+        train, test = generate_countdown(n, seed=seed, test_size=test_size,
+                                         test_fraction=test_fraction, **options)
+        style = style or self.prompt_style
+        return examples_from_instances(train, "train", style), examples_from_instances(
+            test, "test", style)
+
+    def convert_file(self, path: str | Path, *, n: int | None = None,
+                     test_size: int | None = None, test_fraction: float | None = None,
+                     solve: bool = True) -> Conversion:
+        """A TinyZero/verl or `{target, nums}` file (`convert_countdown_file`)."""
+        from calibrl.tasks.countdown.data import convert_countdown_file
+
+        return convert_countdown_file(path, n=n, test_size=test_size,
+                                      test_fraction=test_fraction, solve_rows=solve)
+
+    def reference_trace(self, example: TaskExample) -> str | None:
+        return traces.reference_trace(example.extra)
+
+    def wrong_trace(self, example: TaskExample, rng: random.Random) -> str | None:
+        solution = example.extra.get("solution")
+        return traces.wrong_trace(solution, example.ground_truth, rng) if solution else None
+
+    def corpus_texts(self, rng: random.Random) -> list[str]:
+        """The system prompt, then the question in each style for 3 to 6 numbers."""
+        texts = [SYSTEM_PROMPT]
+        for size in (3, 4, 5, 6):
+            nums = [rng.randint(1, 99) for _ in range(size)]
+            for prompt in (user_prompt, short_prompt, compact_prompt):
+                texts.append(prompt(nums, rng.randint(1, 999)))
+        return texts

@@ -1,33 +1,56 @@
-"""Countdown data sets as train/test examples: generated instances, or an existing file converted."""
+"""Countdown data sets as train/test examples: generated instances, or an existing file converted.
+
+Also the check of a Countdown ground truth read from a file (`countdown_ground_truth`).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from calibrl.data.example import TaskExample
+from calibrl.data.example import TaskExample, as_integer
 from calibrl.data.parquet import load_examples
 from calibrl.errors import UserError
-from calibrl.tasks import get_task
+from calibrl.tasks.base import Conversion, get_task
 from calibrl.tasks.countdown.generate import CountdownInstance, instance_key, resolve_test_size
+from calibrl.tasks.countdown.prompts import DEFAULT_PROMPT_STYLE, make_messages
 from calibrl.tasks.countdown.solver import solve
 
 SOURCE = "countdown"
 
 
+def countdown_ground_truth(ground_truth: Any) -> dict[str, Any]:
+    """`{"target": int, "numbers": [int >= 0, ...]}` checked and normalised, else `UserError`."""
+    if not isinstance(ground_truth, Mapping):
+        raise UserError(f"ground_truth is {ground_truth!r}, expected a mapping")
+    for key in ("target", "numbers"):
+        if key not in ground_truth:
+            raise UserError(f"ground_truth has no {key!r}")
+    target = as_integer(ground_truth["target"], "target")
+    numbers = ground_truth["numbers"]
+    if isinstance(numbers, (str, bytes, Mapping)) or not hasattr(numbers, "__iter__"):
+        raise UserError(f"numbers is {numbers!r}, expected a list of integers")
+    numbers = [as_integer(x, f"numbers[{i}]") for i, x in enumerate(numbers)]
+    if not numbers:
+        raise UserError("numbers is empty")
+    if any(x < 0 for x in numbers):
+        # The reward reads digits without signs: a negative number can never be matched.
+        raise UserError(f"numbers {numbers} has a negative entry")
+    return {"target": target, "numbers": numbers}
+
+
 def countdown_example(
     ground_truth: dict, index: int, split: str | None, extra: dict | None = None,
-    prompt_style: str = "tinyzero",
+    prompt_style: str = DEFAULT_PROMPT_STYLE,
 ) -> TaskExample:
-    """An example whose prompt is built by the Countdown task from `ground_truth`."""
-    task = replace(get_task(SOURCE), prompt_style=prompt_style)
-    return TaskExample(
-        SOURCE, task.build_messages(ground_truth), ground_truth, index, split, dict(extra or {})
-    )
+    """An example whose prompt is the Countdown question of `ground_truth` in `prompt_style`."""
+    return TaskExample(SOURCE, make_messages(ground_truth, prompt_style), ground_truth, index,
+                       split, dict(extra or {}))
 
 
 def examples_from_instances(instances: list[CountdownInstance], split: str,
-                            prompt_style: str = "tinyzero") -> list[TaskExample]:
+                            prompt_style: str = DEFAULT_PROMPT_STYLE) -> list[TaskExample]:
     """Generated instances as examples of `split`, indexed 0.. in order, with their solutions."""
     return [
         countdown_example(
@@ -39,17 +62,6 @@ def examples_from_instances(instances: list[CountdownInstance], split: str,
         )
         for i, inst in enumerate(instances)
     ]
-
-
-@dataclass(frozen=True)
-class Conversion:
-    """What `convert_countdown_file` made of a file."""
-
-    train: list[TaskExample]
-    test: list[TaskExample]
-    rows_read: int
-    duplicates: int  # same sorted numbers and target as an earlier row: dropped
-    unsolvable: int  # no expression reaches the target (only counted when solving): dropped
 
 
 def convert_countdown_file(

@@ -52,16 +52,19 @@ def derive_seed(seed: int, *keys: int) -> int:
 
 
 def step_seed(seed: int, step: int, rank: int = 0, world_size: int = 1) -> int:
-    """The 31-bit sampling seed of training step `step` on process `rank` of `world_size`.
+    """The sampling seed of training step `step` on process `rank` of `world_size`.
 
-    `offset + step * world_size + rank (mod 2**31)`, the offset a hash of `seed`: within a run
-    no two (step, rank) pairs share a seed until `step * world_size` reaches 2**31, whatever the
-    number of processes, and runs with different seeds start at unrelated offsets. (Seeds below
-    2**31 stay distinct after the rollout's `2 * seed + turn`, which `uniforms` reads mod 2**32.)
+    `(seed * 1_000_003 + step) * stride + rank` with `stride = max(64, world_size)`: the ranks
+    of one step take `stride` consecutive values, so within a run no two (step, rank) pairs
+    share a seed, whatever the number of processes (a fixed stride of 64 gave rank 64 at step s
+    the seed of rank 0 at step s + 1). Up to 64 processes the seeds are those of that fixed
+    stride, so earlier runs replay exactly. Different base seeds stay apart for the first
+    1_000_003 steps. (`uniforms` reads `2 * seed + turn` mod 2**32, still one value per
+    (step, rank) while `step * stride < 2**31`.)
     """
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} outside a world of {world_size} processes")
-    return (derive_seed(seed) + step * world_size + rank) % 2**31
+    return (seed * 1_000_003 + step) * max(64, world_size) + rank
 
 
 def uniforms(seed: int, context: torch.Tensor, sample: torch.Tensor, step: int) -> torch.Tensor:

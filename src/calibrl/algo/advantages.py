@@ -89,18 +89,6 @@ def _check_level(level: str) -> None:
         raise UserError(f"unknown confidence level {level!r}; expected one of {CONFIDENCE_LEVELS}")
 
 
-def batch_scale(centered: torch.Tensor, *, eps: float = 1e-6) -> torch.Tensor:
-    """`centered / (sqrt(mean(centered**2)) + eps)`: one scale for the whole batch, `[N] -> [N]`.
-
-    For values already centred within their groups, this is their population std; unlike a
-    per-group std it keeps the groups' relative sizes.
-    """
-    if centered.numel() == 0:
-        return centered
-    rms = centered.to(torch.float64).square().mean().sqrt()
-    return (centered.to(torch.float64) / (rms + eps)).to(torch.float32)
-
-
 def _refuse_single_confidence(level: str) -> None:
     raise UserError(
         f"num_generations_confidence = 1 leaves nothing to normalise per answer (level {level!r} "
@@ -133,7 +121,7 @@ def confidence_advantages_by_group(
             mixing different answers (kept for ablations).
         std_scope: with `normalize_std`, "group" divides by each group's std (the formula
             above); "batch" only centres within the groups and then divides by one std over the
-            whole batch (`batch_scale`). Why it matters: with G_c = 2 a group std turns every
+            whole batch. Why it matters: with G_c = 2 a group std turns every
             advantage into +-1, the sign of the Brier difference, so a wrong answer pushes its
             confidence down exactly as hard as a right one pushes up, and the confidence drifts
             to the majority outcome (e.g. its lowest value when most answers are wrong) instead of
@@ -158,7 +146,8 @@ def confidence_advantages_by_group(
         if level == "answer_then_prompt":
             adv = group_normalize(adv, prompt_group, normalize_std=group_std, eps=eps)
     if normalize_std and std_scope == "batch":
-        adv = batch_scale(adv, eps=eps)
+        # Already centred per group, so one batch-wide group only rescales: by the batch's std.
+        adv = group_normalize(adv, torch.zeros_like(answer_group), eps=eps)
     return lam * adv
 
 

@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/calibrl demo
+	$(VENV)/bin/calibrl demo --config configs/demo.yaml
 
 test: $(STAMP)
 	$(PY) -m pytest -q

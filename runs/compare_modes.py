@@ -17,9 +17,9 @@ import statistics
 import time
 from pathlib import Path
 
-from calibrl.demo.pipeline import DemoSettings
+from calibrl.demo.pipeline import load_demo_settings
 from calibrl.evaluation.run import evaluate
-from calibrl.training.config import load_config
+from calibrl.settings import DemoSettings, updated
 from calibrl.training.trainer import Trainer
 
 EVAL_MODE = {"rlvr": "two_turn", "rlcr": "rlcr", "two_turn": "two_turn"}
@@ -30,13 +30,13 @@ METRICS = (("accuracy", "accuracy ↑"), ("ece", "ECE ↓"), ("brier", "Brier �
 def train_and_evaluate(demo: DemoSettings, args: argparse.Namespace, mode: str,
                        seed: int) -> dict:
     data, run = args.demo / "data", f"{mode}-seed{seed}"
-    cfg = load_config(None, [*demo.rl_overrides, f"algorithm.mode={mode}", f"seed={seed}",
-                             f"model.path={args.demo / 'sft/model'}",
-                             f"data.train_path={data / 'rl.parquet'}",
-                             f"optim.total_steps={args.steps}",
-                             f"logging.output_dir={args.out}", f"logging.run_name={run}"])
+    cfg = updated(demo.rl, {"algorithm.mode": mode, "seed": seed,
+                            "model.path": str(args.demo / "sft/model"),
+                            "data.train_path": str(data / "rl.parquet"),
+                            "optim.total_steps": args.steps,
+                            "logging.output_dir": str(args.out), "logging.run_name": run})
     final = Trainer(cfg).train()
-    settings = demo.eval_settings(EVAL_MODE[mode], seed=seed)
+    settings = updated(demo.eval, {"mode": EVAL_MODE[mode], "seed": seed})
     return evaluate(final, data / "test.parquet", args.out / f"eval-{run}", settings, name=run)
 
 
@@ -62,11 +62,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo", type=Path, default=Path("outputs/demo"))
     parser.add_argument("--out", type=Path, default=Path("outputs/modes"))
-    parser.add_argument("--steps", type=int, default=DemoSettings().rl_steps)
+    parser.add_argument("--recipe", type=Path, default=None,
+                        help="The demo's recipe (default: configs/demo.yaml).")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="RL steps (default: the recipe's rl.optim.total_steps).")
     parser.add_argument("--modes", nargs="+", default=["rlvr", "rlcr", "two_turn"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     args = parser.parse_args()
-    demo = DemoSettings()
+    demo = load_demo_settings(args.recipe)
+    args.steps = args.steps or demo.rl.optim.total_steps
     results: dict[str, list[dict]] = {mode: [] for mode in args.modes}
     for seed in args.seeds:
         for mode in args.modes:

@@ -1,7 +1,8 @@
 """The package's floors, read from the source: who may import whom.
 
-- bottom: `protocol` (the shared conventions) and `errors` import no other part of calibrl;
-- lower floors: algo, models, rollout, rewards, tasks, protocol, data, utils, errors; none of
+- bottom: `protocol` (the shared conventions) and `errors` import no other part of calibrl, and
+  `settings` (every command's settings) imports only those two;
+- lower floors: algo, models, rollout, rewards, tasks, protocol, data, utils, errors, settings; none of
   them imports a middle or top floor, and models does not import rollout;
 - middle: training, evaluation and probe import lower floors only, never each other;
 - top: demo and the cli (and `python -m calibrl`) may import everything.
@@ -21,10 +22,12 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "calibrl"
-LOWER = {"algo", "models", "rollout", "rewards", "tasks", "protocol", "data", "utils", "errors"}
+LOWER = {"algo", "models", "rollout", "rewards", "tasks", "protocol", "data", "utils", "errors",
+         "settings"}
 MIDDLE = {"training", "evaluation", "probe"}
 TOP = {"demo", "cli", "__main__"}
-BOTTOM_MAY_IMPORT = {"protocol": {"protocol", "errors"}, "errors": {"errors"}}
+BOTTOM_MAY_IMPORT = {"protocol": {"protocol", "errors"}, "errors": {"errors"},
+                     "settings": {"settings", "protocol", "errors"}}
 MODULE_STRING = re.compile(r"calibrl(\.\w+)+")
 
 

@@ -43,13 +43,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from naive import NaiveSampler  # noqa: E402
 
 from calibrl.data import load_examples  # noqa: E402
-from calibrl.probe.config import ProbeConfig  # noqa: E402
 from calibrl.probe.judge import sampled_answer, solution_str  # noqa: E402
 from calibrl.probe.runner import probe_traces  # noqa: E402
 from calibrl.probe.sampler import CachedSampler  # noqa: E402
 from calibrl.probe.summary import on_grid  # noqa: E402
 from calibrl.probe.traces import generate_traces  # noqa: E402
 from calibrl.rollout.hf_engine import HFEngine  # noqa: E402
+from calibrl.settings.probe import ProbeSection  # noqa: E402
 from calibrl.tasks.countdown import (  # noqa: E402
     evaluate_equation,
     extract_solution,
@@ -145,9 +145,9 @@ def agreement(a: list[list[float]], b: list[list[float]], samples: int, z_limit:
 def run(args: argparse.Namespace) -> dict:
     torch.set_num_threads(args.threads)
     model, tokenizer, examples, source = load(args)
-    config = ProbeConfig(samples=args.samples, max_answer_tokens=args.max_answer_tokens,
-                         traces_per_batch=args.traces_per_batch, max_rows=args.max_rows,
-                         seed=args.seed, save_samples=True)
+    config = ProbeSection(samples=args.samples, max_answer_tokens=args.max_answer_tokens,
+                          traces_per_batch=args.traces_per_batch, max_rows=args.max_rows,
+                          seed=args.seed, save_samples=True)
     engine = HFEngine(model, tokenizer)
     traces = generate_traces(engine, tokenizer, list(enumerate(examples)), config)
     suffix = tokenizer(config.forced_text, add_special_tokens=False)["input_ids"]

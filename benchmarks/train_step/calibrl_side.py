@@ -15,7 +15,7 @@ import time
 import torch
 from common import SideResult, Spec, StepTime, current_rss_mb, peak_rss_mb, versions
 
-from calibrl.training.config import load_config
+from calibrl.settings import TrainSettings, load_settings
 from calibrl.training.trainer import Trainer
 
 
@@ -63,7 +63,7 @@ def time_rollouts(trainer: Trainer) -> list[float]:
 def main(spec_path: str, out_path: str) -> None:
     spec = Spec.load(spec_path)
     torch.set_num_threads(spec.threads)
-    trainer = Trainer(load_config(None, overrides(spec)))
+    trainer = Trainer(load_settings(TrainSettings, None, overrides(spec)))
     gen_cpu = time_rollouts(trainer)
     result = SideResult(side="calibrl", warmup_steps=spec.warmup_steps,
                         rss_before_mb=current_rss_mb(),

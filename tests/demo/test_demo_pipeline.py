@@ -8,12 +8,22 @@ from rich.console import Console
 
 from calibrl.data import load_examples
 from calibrl.data.mix import difficulty_of
-from calibrl.demo.pipeline import DemoSettings, run_demo, stage_data_and_rewards
+from calibrl.demo.pipeline import load_demo_settings, run_demo, stage_data_and_rewards
+
+# The recipe at a size that runs in seconds.
+TOY = ["data.n_problems=40", "data.test_size=8", "data.max_number=12", "data.sft_problems=40",
+       "sft.steps=3", "model.hidden_size=32", "model.num_layers=1", "model.num_heads=2",
+       "eval.max_examples=8", "eval.samples=1", "eval.max_answer_tokens=8",
+       "eval.max_confidence_tokens=6", "rl.optim.total_steps=2", "rl.rollout.prompts_per_step=2",
+       "rl.rollout.num_generations_answer=2", "rl.rollout.num_generations_confidence=2",
+       "rl.rollout.max_answer_tokens=8", "rl.rollout.max_confidence_tokens=6",
+       "rl.optim.mixed_precision=no", "probe.limit=2", "probe.samples=4"]
 
 
 def test_data_and_reward_stage(tmp_path: Path):
-    settings = DemoSettings(out_dir=tmp_path, n_problems=40, test_size=10, max_number=12,
-                            sft_size_weights=(1.0, 1.0, 2.0), sft_problems=60)
+    settings = load_demo_settings(overrides=[
+        f"out_dir={tmp_path}", "data.n_problems=40", "data.test_size=10", "data.max_number=12",
+        "data.sft_size_weights=[1.0, 1.0, 2.0]", "data.sft_problems=60"])
     kinds = stage_data_and_rewards(settings, Console(file=open("/dev/null", "w")))
     train = load_examples(tmp_path / "data/train.parquet")
     assert len(train) == 30
@@ -28,7 +38,7 @@ def test_data_and_reward_stage(tmp_path: Path):
 
 
 def test_toy_demo_end_to_end(tmp_path: Path):
-    report = run_demo(DemoSettings.toy(tmp_path))
+    report = run_demo(load_demo_settings(overrides=[*TOY, f"out_dir={tmp_path}"]))
     text = report.read_text()
     assert "before RL (SFT)" in text and "after two-turn RLCR" in text
     for name in ("eval-before", "eval-after"):

@@ -7,8 +7,9 @@ import pytest
 from calibrl.cli.main import main
 from calibrl.data import TaskExample, write_examples
 from calibrl.errors import UserError
-from calibrl.evaluation.run import EvalSettings, evaluate
+from calibrl.evaluation.run import evaluate
 from calibrl.models import create_tiny_model
+from calibrl.settings import EvalSection
 from calibrl.tasks.countdown import COUNTDOWN
 
 
@@ -28,7 +29,7 @@ def setup(tmp_path_factory):
 def test_eval_writes_predictions_and_metrics(setup, mode):
     root, model, data = setup
     out = root / f"out-{mode}"
-    metrics = evaluate(model, data, out, EvalSettings(mode=mode, samples=2, temperature=1.0,
+    metrics = evaluate(model, data, out, EvalSection(mode=mode, samples=2, temperature=1.0,
                                                       max_answer_tokens=6,
                                                       max_confidence_tokens=4))
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
@@ -58,9 +59,9 @@ def test_eval_cli_prints_group_table(setup, capsys):
 
 def test_eval_settings_errors():
     with pytest.raises(UserError, match="repeats one greedy answer"):
-        EvalSettings(samples=3, temperature=0.0)
+        EvalSection.create(samples=3, temperature=0.0)
     with pytest.raises(UserError, match="unknown mode"):
-        EvalSettings(mode="ppo")
+        EvalSection.create(mode="ppo")
 
 
 def test_eval_cli_bad_inputs_exit_2(setup, tmp_path, capsys):

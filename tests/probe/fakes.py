@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from calibrl.probe.config import FORCED_TEXT
 from calibrl.rollout.engine import Generation, SamplingParams
 from calibrl.rollout.stopping import decode
+from calibrl.settings.probe import FORCED_TEXT
 from calibrl.tasks.countdown.solver import solve
 
 _QUESTION = re.compile(r"Using the numbers \[([\d, ]+)\], create an equation that equals (\d+)")

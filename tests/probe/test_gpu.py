@@ -9,15 +9,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from calibrl.probe.config import ProbeConfig
 from calibrl.probe.runner import ROWS_FILE, iter_rows, run_probe
 from calibrl.probe.sampler import CachedSampler, EngineSampler, ProbeJob
 from calibrl.rollout.engine import SamplingParams
 from calibrl.rollout.hf_engine import HFEngine
+from calibrl.settings.probe import ProbeSection
 
 pytestmark = pytest.mark.gpu
 
-CONFIG = ProbeConfig(samples=4, max_answer_tokens=6, trace_max_tokens=16, limit=2)
+CONFIG = ProbeSection(samples=4, max_answer_tokens=6, trace_max_tokens=16, limit=2)
 
 
 @pytest.fixture(scope="module")

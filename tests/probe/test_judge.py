@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from calibrl.algo import score_tree
 from calibrl.algo.rollout_tree import AnswerNode, PromptNode, RolloutTree, Sample
-from calibrl.probe.config import FORCED_TEXT
 from calibrl.probe.judge import (
     judge,
     judge_completion,
@@ -17,6 +16,7 @@ from calibrl.probe.judge import (
     solution_str,
 )
 from calibrl.rewards.calibration import accuracy_reward
+from calibrl.settings.probe import FORCED_TEXT
 from calibrl.tasks import get_task
 from calibrl.tasks.countdown import compute_score, verify_equation_strict
 

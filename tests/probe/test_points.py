@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from calibrl.errors import UserError
-from calibrl.probe.config import DEFAULT_FRACTIONS, ProbeConfig, parse_points
 from calibrl.probe.points import (
     fraction_points,
     step_cuts,
@@ -17,6 +16,7 @@ from calibrl.probe.points import (
     token_texts,
 )
 from calibrl.probe.traces import chain_span
+from calibrl.settings.probe import DEFAULT_FRACTIONS, ProbeSection, parse_points
 
 
 @given(st.integers(0, 500))
@@ -40,7 +40,7 @@ def test_parse_points():
     for bad in ("", "a,b", "1.5", "-0.1", "nan"):
         with pytest.raises(UserError):
             parse_points(bad)
-    assert ProbeConfig().points == DEFAULT_FRACTIONS and ProbeConfig(points="steps").by_steps
+    assert ProbeSection().points == DEFAULT_FRACTIONS and ProbeSection(points="steps").by_steps
 
 
 @pytest.mark.parametrize("texts, expected", [

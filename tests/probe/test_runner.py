@@ -8,12 +8,12 @@ import tracemalloc
 import pytest
 
 from calibrl.errors import UserError
-from calibrl.probe.config import ProbeConfig
 from calibrl.probe.runner import CONFIG_FILE, ROWS_FILE, SUMMARY_FILE, iter_rows, run_probe
 from calibrl.probe.sampler import EngineSampler
+from calibrl.settings.probe import ProbeSection
 from probe.fakes import ScriptedEngine, always_right, right_after_last_step
 
-CONFIG = ProbeConfig(samples=4)
+CONFIG = ProbeSection(samples=4)
 
 
 def probe(tmp_path, tokenizer, examples, answer, config=CONFIG, name="out", **kwargs):
@@ -72,7 +72,7 @@ def test_solved_traces_come_from_the_traces_own_answer(tmp_path, tokenizer, exam
 
 def test_step_points_sit_on_line_boundaries(tmp_path, tokenizer, examples):
     _, rows = probe(tmp_path, tokenizer, examples, right_after_last_step,
-                    ProbeConfig(samples=2, points="steps"))
+                    ProbeSection(samples=2, points="steps"))
     for row in rows:  # the chain: "\n" + step 1 + "\n" + step 2 + "\n"
         cuts = [p["cut"] for p in row["points"]]
         assert len(cuts) == 3 and cuts[0] == 0 and cuts[-1] == row["chain_tokens"]
@@ -85,7 +85,7 @@ def test_step_points_sit_on_line_boundaries(tmp_path, tokenizer, examples):
 
 def test_every_point_shares_one_call_per_batch(tmp_path, tokenizer, examples):
     engine = ScriptedEngine(tokenizer, always_right)
-    config = ProbeConfig(samples=3, traces_per_batch=2)
+    config = ProbeSection(samples=3, traces_per_batch=2)
     run_probe(EngineSampler(engine), tokenizer, examples, config, tmp_path / "o",
               trace_engine=engine, progress=False)
     probe_calls = [(count, p) for count, p in engine.calls if p.n == 3]
@@ -111,7 +111,7 @@ class FailingSampler:
 
 
 def test_resume_after_a_crash_gives_the_same_rows(tmp_path, tokenizer, examples):
-    config = ProbeConfig(samples=2, traces_per_batch=2)
+    config = ProbeSection(samples=2, traces_per_batch=2)
     _, reference = probe(tmp_path, tokenizer, examples, right_after_last_step, config, "ref")
     engine = ScriptedEngine(tokenizer, right_after_last_step)
     out = tmp_path / "crash"
@@ -140,15 +140,15 @@ def test_a_finished_probe_is_not_redone(tmp_path, tokenizer, examples):
 def test_other_settings_in_the_same_folder_are_refused(tmp_path, tokenizer, examples):
     probe(tmp_path, tokenizer, examples, always_right)
     with pytest.raises(UserError, match="samples"):
-        probe(tmp_path, tokenizer, examples, always_right, ProbeConfig(samples=5))
-    summary, rows = probe(tmp_path, tokenizer, examples, always_right, ProbeConfig(samples=5),
+        probe(tmp_path, tokenizer, examples, always_right, ProbeSection(samples=5))
+    summary, rows = probe(tmp_path, tokenizer, examples, always_right, ProbeSection(samples=5),
                           overwrite=True)
     assert all(row["samples"] == 5 for row in rows) and len(rows) == len(examples)
 
 
 def test_limit(tmp_path, tokenizer, examples):
     summary, rows = probe(tmp_path, tokenizer, examples, always_right,
-                          ProbeConfig(samples=2, limit=2))
+                          ProbeSection(samples=2, limit=2))
     assert [r["trace"] for r in rows] == [0, 1] and summary["traces"] == 2
 
 
@@ -238,7 +238,7 @@ def test_memory_does_not_grow_with_the_number_of_traces(tmp_path, tokenizer, exa
     def peak(count):
         path = write_jsonl(tmp_path / f"many{count}.jsonl", given_rows(examples, count))
         engine = ScriptedEngine(tokenizer, always_right)
-        config = ProbeConfig(samples=2, points="0,1", traces_per_batch=4)
+        config = ProbeSection(samples=2, points="0,1", traces_per_batch=4)
         tracemalloc.start()
         run_probe(EngineSampler(engine), tokenizer, examples, config, tmp_path / f"m{count}",
                   traces_path=path, progress=False)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from calibrl.probe.config import DEFAULT_FRACTIONS
 from calibrl.probe.plots import _mark_ends, plot_curves, plot_decided
 from calibrl.probe.summary import Z_95, area_over, decided_at, ends_lines, on_grid, summarise
+from calibrl.settings.probe import DEFAULT_FRACTIONS
 
 GRID = list(DEFAULT_FRACTIONS)
 

@@ -12,13 +12,13 @@ from calibrl.cli.probe_cmd import probe, unescape
 from calibrl.data import write_examples
 from calibrl.errors import UserError
 from calibrl.models import create_tiny_model
-from calibrl.probe.config import ProbeConfig
 from calibrl.probe.runner import ROWS_FILE, iter_rows, run_probe
 from calibrl.probe.sampler import CachedSampler, EngineSampler
 from calibrl.rollout.hf_engine import HFEngine
 from calibrl.rollout.rollouts import encode_messages
+from calibrl.settings.probe import ProbeSection
 
-CONFIG = ProbeConfig(samples=2, max_answer_tokens=3, trace_max_tokens=10, traces_per_batch=2,
+CONFIG = ProbeSection(samples=2, max_answer_tokens=3, trace_max_tokens=10, traces_per_batch=2,
                      limit=3)
 
 
@@ -43,14 +43,14 @@ def test_cached_sampler_run(tmp_path, model, tokenizer, examples):
     check_rows(rows, CONFIG, examples, tokenizer, engine)
     # Other batching, same samples.
     run_probe(CachedSampler(engine, max_rows=20), tokenizer, examples,
-              ProbeConfig(**{**CONFIG.__dict__, "traces_per_batch": 3}), tmp_path / "b",
+              ProbeSection(**{**CONFIG.__dict__, "traces_per_batch": 3}), tmp_path / "b",
               trace_engine=engine, progress=False)
     assert list(iter_rows(tmp_path / "b" / ROWS_FILE)) == rows
 
 
 def test_engine_sampler_run(tmp_path, model, tokenizer, examples):
     engine = HFEngine(model, tokenizer)
-    config = ProbeConfig(**{**CONFIG.__dict__, "points": "steps", "save_samples": True})
+    config = ProbeSection(**{**CONFIG.__dict__, "points": "steps", "save_samples": True})
     run_probe(EngineSampler(engine), tokenizer, examples, config, tmp_path / "c",
               trace_engine=engine, progress=False)
     rows = list(iter_rows(tmp_path / "c" / ROWS_FILE))

@@ -8,7 +8,6 @@ import pytest
 from calibrl.algo import build_train_batch, rollout_stats, score_tree
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
-from calibrl.evaluation.run import EvalSettings
 from calibrl.models import build_tokenizer
 from calibrl.protocol import modes
 from calibrl.protocol.modes import ModeSpec, get_mode, mode_names, register_mode
@@ -16,8 +15,8 @@ from calibrl.protocol.prompts import RLCR_INSTRUCTION, confidence_messages, plai
 from calibrl.protocol.tags import ANSWER_CLOSE, CONFIDENCE_CLOSE
 from calibrl.rollout.engine import Generation
 from calibrl.rollout.rollouts import RolloutSettings, run_rollout
+from calibrl.settings import EvalSection, TrainSettings, load_settings
 from calibrl.tasks import get_task
-from calibrl.training.config import load_config
 
 GT = {"target": 3, "numbers": [1, 2]}
 RIGHT = "<think> 1 + 2 </think>\n<answer>1 + 2</answer>"
@@ -115,13 +114,14 @@ def test_a_fourth_mode_flows_through_every_caller(fourth_mode):
     assert stats["confidence/count"] == 4 and stats["calibration/confidence_mean"] == 0.8
     assert settings.max_response_tokens("test_shout") == settings.max_answer_tokens
 
-    assert load_config(None, ["algorithm.mode=test_shout"]).algorithm.mode == "test_shout"
-    assert EvalSettings(mode="test_shout").mode == "test_shout"
+    train = load_settings(TrainSettings, None, ["algorithm.mode=test_shout"])
+    assert train.algorithm.mode == "test_shout"
+    assert EvalSection(mode="test_shout").mode == "test_shout"
 
 
 def test_config_offers_the_registered_modes():
-    from calibrl.training.config import AlgorithmConfig
+    from calibrl.settings.sections import AlgorithmSection
 
-    help_text = AlgorithmConfig.model_fields["mode"].description
+    help_text = AlgorithmSection.model_fields["mode"].description
     assert all(name in help_text for name in ("two_turn", "rlcr", "rlvr"))
-    assert AlgorithmConfig().mode == modes.DEFAULT_MODE == "two_turn"
+    assert AlgorithmSection().mode == modes.DEFAULT_MODE == "two_turn"

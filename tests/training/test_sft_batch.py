@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from calibrl.errors import UserError
 from calibrl.models import IM_END, build_tokenizer
+from calibrl.settings.sft import SFTMix
 from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.training.sft import lr_factor
@@ -25,7 +26,7 @@ from calibrl.training.sft_batch import (
     token_mean_loss,
     tokenize_conversation,
 )
-from calibrl.training.sft_data import SFTMix, build_conversations
+from calibrl.training.sft_data import build_conversations
 
 
 @functools.cache

@@ -15,6 +15,7 @@ from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import get_mode
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.rewards import parse_confidence, rlcr_format_ok
+from calibrl.settings.sft import SFTMix, parse_mix
 from calibrl.tasks.countdown import verify_equation_strict
 from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
@@ -22,10 +23,8 @@ from calibrl.tasks.countdown.traces import trace_steps, wrong_trace
 from calibrl.training.sft_data import (
     ANALYSIS_POOL,
     CONFIDENCE_GRID,
-    SFTMix,
     build_conversations,
     exclude_problems,
-    parse_mix,
     reference_trace,
 )
 

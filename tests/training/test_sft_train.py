@@ -19,11 +19,11 @@ from calibrl.cli.sft_cmd import sft
 from calibrl.data import write_examples
 from calibrl.errors import UserError
 from calibrl.models import build_tiny_model, build_tokenizer, create_tiny_model
+from calibrl.settings import SFTSettings
 from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.training.sft import LOG_FILE, save_model_atomically, train_sft
 from calibrl.training.sft_check import check_model
-from calibrl.training.sft_config import SFTConfig
 
 SMALL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "max_position_embeddings": 512}
 
@@ -34,11 +34,11 @@ def splits():
     return examples_from_instances(train, "train"), examples_from_instances(test, "test")
 
 
-def toy_config(tmp_path, **changes) -> SFTConfig:
+def toy_config(tmp_path, **changes) -> SFTSettings:
     values = {"data": "unused", "out": str(tmp_path), "steps": 30, "lr": 5e-3, "warmup_steps": 5,
               "batch_tokens": 1024, "log_every": 5, "progress": False, "bf16": False,
               "device": "cpu"}
-    return SFTConfig.create(**{**values, **changes})
+    return SFTSettings.create(**{**values, **changes})
 
 
 def test_loss_falls_and_the_saved_model_reloads_and_generates(tmp_path):
@@ -78,7 +78,7 @@ def test_same_seed_same_weights(tmp_path):
 
 def test_config_needs_a_budget_and_valid_values(tmp_path):
     with pytest.raises(UserError, match="steps and/or minutes"):
-        SFTConfig.create(data="a", out="b")
+        SFTSettings.create(data="a", out="b")
     with pytest.raises(UserError, match="scheduler"):
         toy_config(tmp_path, scheduler="linear")
     with pytest.raises(UserError, match="lr"):
@@ -124,9 +124,9 @@ def test_precision_other_than_the_process_accelerator_is_a_user_error():
         "from accelerate import Accelerator\n"
         "from calibrl.errors import UserError\n"
         "from calibrl.training.sft import make_accelerator\n"
-        "from calibrl.training.sft_config import SFTConfig\n"
+        "from calibrl.settings import SFTSettings\n"
         "Accelerator(mixed_precision='no', cpu=True)\n"
-        "config = SFTConfig(data='d', out='o', steps=1, device='cpu', bf16=True)\n"
+        "config = SFTSettings(data='d', out='o', steps=1, device='cpu', bf16=True)\n"
         "try:\n"
         "    make_accelerator(config)\n"
         "except UserError as err:\n"

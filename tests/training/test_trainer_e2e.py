@@ -18,8 +18,8 @@ from safetensors.torch import load_file
 from calibrl.data import TaskExample, write_examples
 from calibrl.models import create_tiny_model
 from calibrl.rollout.engine import Generation
+from calibrl.settings import TrainSettings, load_settings
 from calibrl.tasks.countdown import COUNTDOWN
-from calibrl.training.config import load_config
 from calibrl.training.trainer import Trainer
 from training.coin_task import COIN
 
@@ -43,7 +43,7 @@ def _data(tmp_path: Path, source: str, n: int = 8) -> Path:
 
 
 def _config(tmp_path, model_dir, data, mode, *extra):
-    return load_config(None, [
+    return load_settings(TrainSettings, None, [
         f"model.path={model_dir}", f"data.train_path={data}", f"algorithm.mode={mode}",
         f"logging.output_dir={tmp_path}", "logging.run_name=run", "logging.samples_every=1",
         "optim.total_steps=2", "optim.lr=1e-2", "optim.micro_batch_size=4",

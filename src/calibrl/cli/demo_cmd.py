@@ -1,4 +1,4 @@
-"""`calibrl demo`: the whole system on CPU with the tiny model."""
+"""`calibrl demo`: the whole system on CPU with the tiny model, from the recipe configs/demo.yaml."""
 
 from __future__ import annotations
 
@@ -6,12 +6,22 @@ from pathlib import Path
 
 import typer
 
+from calibrl.cli.options import OptionMap, overrides_argument
+from calibrl.settings.demo import DemoSettings
+
+DEMO = OptionMap(DemoSettings, keys={"out": "out_dir"})
+
 
 def demo(
-    out: Path = typer.Option(Path("outputs/demo"), help="Where the demo writes everything."),
-    seed: int = typer.Option(0, help="Seed for data, training and sampling."),
+    ctx: typer.Context,
+    overrides: list[str] = overrides_argument(),
+    config: Path = typer.Option(None, "--config", "-c", help="The demo recipe (default: "
+                                "configs/demo.yaml of the calibrl checkout); options and "
+                                "key=value overrides apply on top of it."),
+    out: Path = DEMO.option("out", "--out"),
+    seed: int = DEMO.option("seed", "--seed"),
 ) -> None:
     """Run the CPU demo and print where its output is."""
-    from calibrl.demo.pipeline import DemoSettings, run_demo
+    from calibrl.demo.pipeline import load_demo_settings, run_demo
 
-    run_demo(DemoSettings(out_dir=out, seed=seed))
+    run_demo(load_demo_settings(config, overrides, DEMO.given(ctx)))

@@ -6,47 +6,49 @@ from pathlib import Path
 
 import typer
 
-from calibrl.protocol.modes import DEFAULT_MODE, mode_names
+from calibrl.cli.options import OptionMap, config_option, overrides_argument
+from calibrl.errors import UserError
+from calibrl.protocol.modes import mode_names
+from calibrl.settings.eval import EvalSettings
+
+EVAL = OptionMap(EvalSettings)
 
 
 def evaluate(
-    model: str = typer.Option(..., "--model", help="Saved model directory (or 'tiny')."),
-    data: Path = typer.Option(..., "--data", help="Parquet/JSON(L) file to evaluate on."),
-    mode: str = typer.Option(DEFAULT_MODE, "--mode", help=" | ".join(mode_names()) + "."),
-    samples: int = typer.Option(1, "--samples", help="Answers sampled per prompt."),
-    temperature: float = typer.Option(0.0, "--temperature", help="0 = greedy."),
-    out: Path = typer.Option(..., "--out", help="Output directory."),
-    max_examples: int = typer.Option(None, "--max-examples", help="Evaluate the first N only."),
-    max_answer_tokens: int = typer.Option(128, help="Max new tokens of an answer."),
-    max_confidence_tokens: int = typer.Option(48, help="Max new tokens of a confidence turn."),
-    seed: int = typer.Option(0, help="Sampling seed."),
-    name: str = typer.Option(None, help="Run name in tables (default: the output folder)."),
-    confidence_question: str = typer.Option(
-        None, help="Turn-2 question (two_turn); default: the one calibrl's SFT and RL ask "
-        "unless configured otherwise. Ask what the model was trained with."),
+    ctx: typer.Context,
+    overrides: list[str] = overrides_argument(),
+    config: Path = config_option(),
+    model: str = EVAL.option("model", "--model"),
+    data: Path = EVAL.option("data", "--data"),
+    mode: str = EVAL.option("mode", "--mode", more_help=" (" + " | ".join(mode_names()) + ")"),
+    samples: int = EVAL.option("samples", "--samples"),
+    temperature: float = EVAL.option("temperature", "--temperature"),
+    top_p: float = EVAL.option("top_p"),
+    top_k: int = EVAL.option("top_k"),
+    out: Path = EVAL.option("out", "--out"),
+    max_examples: int = EVAL.option("max_examples", "--max-examples"),
+    max_answer_tokens: int = EVAL.option("max_answer_tokens"),
+    max_confidence_tokens: int = EVAL.option("max_confidence_tokens"),
+    batch_prompts: int = EVAL.option("batch_prompts"),
+    seed: int = EVAL.option("seed"),
+    name: str = EVAL.option("name"),
+    confidence_question: str = EVAL.option("confidence_question"),
 ) -> None:
     """Generate, verify and score calibration: accuracy, ECE, Brier, AUROC, AURC and figures."""
     from calibrl.evaluation.compare import group_table, metrics_table
-    from calibrl.evaluation.run import EvalSettings
     from calibrl.evaluation.run import evaluate as run
 
-    if not data.is_file():
-        from calibrl.errors import UserError
-
-        raise UserError(f"data file not found: {data}")
-    settings = EvalSettings(mode=mode, samples=samples, temperature=temperature,
-                            max_answer_tokens=max_answer_tokens,
-                            max_confidence_tokens=max_confidence_tokens,
-                            max_examples=max_examples, seed=seed,
-                            **({"confidence_question": confidence_question}
-                               if confidence_question else {}))
-    metrics = run(model, data, out, settings, name=name)
-    row = {**metrics, "name": name or out.name, "mode": mode}
+    settings = EVAL.load(ctx)
+    if not Path(settings.data).is_file():
+        raise UserError(f"data file not found: {settings.data}")
+    out_dir = Path(settings.out)
+    metrics = run(settings.model, settings.data, out_dir, settings, name=settings.name)
+    row = {**metrics, "name": settings.name or out_dir.name, "mode": settings.mode}
     typer.echo(metrics_table([row]))
     by_group = group_table([row])
     if by_group is not None:
         typer.echo(by_group)
-    typer.echo(f"wrote {out.resolve()}")
+    typer.echo(f"wrote {out_dir.resolve()}")
 
 
 def compare(

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
+from calibrl.cli.options import OptionMap, config_option, overrides_argument
 from calibrl.errors import UserError
-from calibrl.probe.config import FORCED_TEXT, ProbeConfig
 from calibrl.probe.summary import ends_lines
-
-_DEFAULT = ProbeConfig()
-_DEFAULT_POINTS = ",".join(f"{x:g}" for x in _DEFAULT.points)  # type: ignore[union-attr]
+from calibrl.settings.probe import FORCED_TEXT, ProbeSettings, parse_points, points_text
 
 
 def unescape(text: str) -> str:
@@ -20,106 +18,72 @@ def unescape(text: str) -> str:
     return text.replace("\\n", "\n").replace("\\t", "\t")
 
 
-def _opt(help_text: str, *flags: str) -> typer.models.OptionInfo:
-    """`typer.Option` with the help text first: most options below need nothing else."""
-    return typer.Option(*flags, help=help_text)
-
-
-# The options of `probe`, declared here so the command reads as what it does.
-_Model = Annotated[str, _opt("Model folder (config.json, weights and tokenizer), or 'tiny' for a "
-                             "fresh random tiny model.", "--model")]
-_Data = Annotated[Path, _opt("Data file (.parquet, .json, .jsonl): the problems, their ground "
-                             "truth and prompts.", "--data")]
-_Out = Annotated[Path, _opt("Output folder; a stopped probe resumes there.", "--out")]
-_Traces = Annotated[Path | None, _opt(
-    "JSON-lines traces to probe (chain_of_thought, final_answer, optional stated_confidence, "
-    "prompt, index); default: the model generates one per problem.", "--traces")]
-_Points = Annotated[str, _opt("Fractions of the chain's tokens to keep, comma-separated, or "
-                              "'steps' for every sentence/line boundary.", "--points")]
-_Samples = Annotated[int, _opt("Answers sampled per point.", "--samples")]
-_Forced = Annotated[str, _opt("Text that closes the thought and opens the answer (\\n for a "
-                              "line break).", "--forced")]
-_Temperature = Annotated[float, _opt("Temperature of the answers.")]
-_TopP = Annotated[float, _opt("Nucleus mass of the answers (1 = off).")]
-_TopK = Annotated[int, _opt("Top-k of the answers (0 = off).")]
-_MaxAnswerTokens = Annotated[int, _opt("Token budget of one answer.")]
-_TraceTemperature = Annotated[float, _opt("0: generate traces greedily; > 0: sample.")]
-_TraceMaxTokens = Annotated[int, _opt("Token budget of a generated trace.")]
-_DecidedThreshold = Annotated[float, _opt("Share of samples equal to the final answer from "
-                                          "which on the answer counts as decided.")]
-_Limit = Annotated[int | None, _opt("Probe only the first N traces.")]
-_TracesPerBatch = Annotated[int, _opt("Traces sampled together (speed vs memory; with vllm, "
-                                      "larger batches keep the GPU busy).")]
-_MaxRows = Annotated[int, _opt("Sequences decoded at once.")]
-_Engine = Annotated[str, _opt("'hf' (transformers, CPU or GPU) or 'vllm' (CUDA, the "
-                              "calibrl[vllm] extra).")]
-_Device = Annotated[str, _opt("'auto', 'cpu' or 'cuda' (hf engine).")]
-_GpuMemory = Annotated[float, _opt("Share of the GPU vLLM may take (vllm engine; nothing else "
-                                   "runs beside it).")]
-_Dtype = Annotated[str | None, _opt("Model dtype: float32, bfloat16 or float16 (default: "
-                                    "float32 with hf, the model's own with vllm).")]
-_Seed = Annotated[int, _opt("Seed of every sample.")]
-_SaveSamples = Annotated[bool, _opt("Also write every sampled answer's text.")]
-_Overwrite = Annotated[bool, _opt("Discard a previous probe in --out.")]
-_Progress = Annotated[bool, _opt("Show a progress bar.")]
+PROBE = OptionMap(ProbeSettings, keys={"forced": "forced_text"},
+                  convert={"forced": unescape, "points": parse_points})
 
 
 def probe(
-    model: _Model, data: _Data, out: _Out, traces: _Traces = None,
-    points: _Points = _DEFAULT_POINTS, samples: _Samples = _DEFAULT.samples,
-    forced: _Forced = FORCED_TEXT.replace("\n", "\\n"),
-    temperature: _Temperature = _DEFAULT.temperature, top_p: _TopP = _DEFAULT.top_p,
-    top_k: _TopK = _DEFAULT.top_k, max_answer_tokens: _MaxAnswerTokens = _DEFAULT.max_answer_tokens,
-    trace_temperature: _TraceTemperature = _DEFAULT.trace_temperature,
-    trace_max_tokens: _TraceMaxTokens = _DEFAULT.trace_max_tokens,
-    decided_threshold: _DecidedThreshold = _DEFAULT.decided_threshold, limit: _Limit = None,
-    traces_per_batch: _TracesPerBatch = _DEFAULT.traces_per_batch,
-    max_rows: _MaxRows = _DEFAULT.max_rows, engine: _Engine = "hf", device: _Device = "auto",
-    gpu_memory_utilization: _GpuMemory = 0.8, dtype: _Dtype = None,
-    seed: _Seed = _DEFAULT.seed, save_samples: _SaveSamples = False,
-    overwrite: _Overwrite = False, progress: _Progress = True,
+    ctx: typer.Context,
+    overrides: list[str] = overrides_argument(),
+    config: Path = config_option(),
+    model: str = PROBE.option("model", "--model"),
+    data: Path = PROBE.option("data", "--data"),
+    out: Path = PROBE.option("out", "--out"),
+    traces: Path = PROBE.option("traces", "--traces"),
+    points: str = PROBE.option("points", "--points", shown=points_text(
+        ProbeSettings.model_fields["points"].default)),
+    samples: int = PROBE.option("samples", "--samples"),
+    forced: str = PROBE.option("forced", "--forced", shown=FORCED_TEXT.replace("\n", "\\n"),
+                               more_help=" (\\n for a line break)"),
+    temperature: float = PROBE.option("temperature"),
+    top_p: float = PROBE.option("top_p"),
+    top_k: int = PROBE.option("top_k"),
+    max_answer_tokens: int = PROBE.option("max_answer_tokens"),
+    trace_temperature: float = PROBE.option("trace_temperature"),
+    trace_max_tokens: int = PROBE.option("trace_max_tokens"),
+    decided_threshold: float = PROBE.option("decided_threshold"),
+    limit: int = PROBE.option("limit"),
+    traces_per_batch: int = PROBE.option("traces_per_batch"),
+    max_rows: int = PROBE.option("max_rows"),
+    engine: str = PROBE.option("engine"),
+    device: str = PROBE.option("device"),
+    gpu_memory_utilization: float = PROBE.option("gpu_memory_utilization"),
+    dtype: str = PROBE.option("dtype"),
+    seed: int = PROBE.option("seed"),
+    save_samples: bool = PROBE.option("save_samples"),
+    overwrite: bool = PROBE.option("overwrite"),
+    progress: bool = PROBE.option("progress"),
 ) -> None:
     """Probe chain-of-thought faithfulness: truncate each chain at several points, force an
     answer there, and measure how often it is right and equal to the model's final answer."""
-    config = ProbeConfig(
-        points=points, samples=samples, forced_text=unescape(forced), temperature=temperature,
-        top_p=top_p, top_k=top_k, max_answer_tokens=max_answer_tokens, seed=seed,
-        decided_threshold=decided_threshold, trace_temperature=trace_temperature,
-        trace_max_tokens=trace_max_tokens, traces_per_batch=traces_per_batch,
-        max_rows=max_rows, limit=limit, save_samples=save_samples,
-    )
-    _check_choices(engine, device, dtype, traces)
+    settings = PROBE.load(ctx)
+    traces_path = None if settings.traces is None else Path(settings.traces)
+    if traces_path is not None and not traces_path.is_file():
+        raise UserError(f"{traces_path}: no such traces file")
     # Imported here so `calibrl --help` does not pay for torch and transformers.
     from calibrl.data import load_examples
     from calibrl.models.loading import resolve_model_path
     from calibrl.probe.runner import run_probe
 
-    examples = load_examples(data)
-    if not examples and traces is None:
-        raise UserError(f"{data} holds no problems")
-    path = resolve_model_path(model, out)
+    examples = load_examples(settings.data)
+    if not examples and traces_path is None:
+        raise UserError(f"{settings.data} holds no problems")
+    out_dir = Path(settings.out)
+    path = resolve_model_path(settings.model, out_dir)
     inputs = {"model": str(Path(path).resolve()) if Path(path).exists() else path,
-              "data": str(data.resolve()),
-              "traces": None if traces is None else str(traces.resolve()), "engine": engine}
-    if engine == "vllm":
-        sampler, trace_engine, tokenizer = _vllm_sampler(path, dtype, gpu_memory_utilization)
+              "data": str(Path(settings.data).resolve()),
+              "traces": None if traces_path is None else str(traces_path.resolve()),
+              "engine": settings.engine}
+    if settings.engine == "vllm":
+        sampler, trace_engine, tokenizer = _vllm_sampler(path, settings.dtype,
+                                                         settings.gpu_memory_utilization)
     else:
-        sampler, trace_engine, tokenizer = _hf_sampler(path, device, dtype, max_rows)
-    summary = run_probe(sampler, tokenizer, examples, config, out, traces_path=traces,
-                        trace_engine=trace_engine, inputs=inputs, overwrite=overwrite,
-                        progress=progress)
-    typer.echo(_report(summary, out))
-
-
-def _check_choices(engine: str, device: str, dtype: str | None, traces: Path | None) -> None:
-    if engine not in ("hf", "vllm"):
-        raise UserError(f"unknown engine {engine!r}; choose hf or vllm")
-    if device not in ("auto", "cpu", "cuda"):
-        raise UserError(f"unknown device {device!r}; choose auto, cpu or cuda")
-    if dtype not in (None, "float32", "bfloat16", "float16"):
-        raise UserError(f"unknown dtype {dtype!r}; choose float32, bfloat16 or float16")
-    if traces is not None and not traces.is_file():
-        raise UserError(f"{traces}: no such traces file")
+        sampler, trace_engine, tokenizer = _hf_sampler(path, settings.device, settings.dtype,
+                                                       settings.max_rows)
+    summary = run_probe(sampler, tokenizer, examples, settings, out_dir, traces_path=traces_path,
+                        trace_engine=trace_engine, inputs=inputs, overwrite=settings.overwrite,
+                        progress=settings.progress)
+    typer.echo(_report(summary, out_dir))
 
 
 def _vllm_sampler(path: str, dtype: str | None, gpu_memory_utilization: float

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,36 +26,13 @@ from calibrl.errors import UserError
 from calibrl.evaluation.metrics import EvalRecord
 from calibrl.evaluation.report import write_evaluation
 from calibrl.protocol.completions import answer_part
-from calibrl.protocol.modes import DEFAULT_MODE, ModeSpec, get_mode
-from calibrl.protocol.prompts import CONFIDENCE_QUESTION
+from calibrl.protocol.modes import ModeSpec, get_mode
 from calibrl.rewards import parse_confidence
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
+from calibrl.settings.eval import EvalSection
 from calibrl.tasks import get_task
 from calibrl.utils.atomic import atomic_write_text
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    """How to evaluate (CLI flags of `calibrl eval`)."""
-
-    mode: str = DEFAULT_MODE
-    samples: int = 1
-    temperature: float = 0.0
-    max_answer_tokens: int = 128
-    max_confidence_tokens: int = 48
-    max_examples: int | None = None
-    batch_prompts: int = 64
-    seed: int = 0
-    confidence_question: str = CONFIDENCE_QUESTION
-
-    def __post_init__(self) -> None:
-        get_mode(self.mode)  # UserError naming the valid modes
-        if self.samples < 1:
-            raise UserError(f"--samples must be >= 1, got {self.samples}")
-        if self.samples > 1 and self.temperature == 0:
-            raise UserError("--samples > 1 with --temperature 0 repeats one greedy answer; "
-                            "set --temperature > 0")
 
 
 def _stated_confidence(spec: ModeSpec, answer: AnswerNode) -> float | None:
@@ -90,12 +66,13 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
 
 
 def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],
-                      settings: EvalSettings, *, engine: Any = None, progress: bool = True
+                      settings: EvalSection, *, engine: Any = None, progress: bool = True
                       ) -> list[dict[str, Any]]:
     """Prediction rows (one per answer) for `examples`."""
     engine = engine or make_engine("hf", model, tokenizer)
     rollout = RolloutSettings(num_generations_answer=settings.samples,
-                              num_generations_confidence=1, temperature=max(settings.temperature, 0.0),
+                              num_generations_confidence=1, temperature=settings.temperature,
+                              top_p=settings.top_p, top_k=settings.top_k,
                               max_answer_tokens=settings.max_answer_tokens,
                               max_confidence_tokens=settings.max_confidence_tokens,
                               confidence_question=settings.confidence_question)
@@ -112,7 +89,7 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
 
 
 def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
-             settings: EvalSettings, *, name: str | None = None) -> dict[str, Any]:
+             settings: EvalSection, *, name: str | None = None) -> dict[str, Any]:
     """Evaluate a saved model on a data file; returns the metrics dict (also in metrics.json)."""
     from calibrl.models.loading import load_policy, resolve_model_path
 

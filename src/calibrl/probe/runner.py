@@ -33,7 +33,6 @@ from tqdm.auto import tqdm
 
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
-from calibrl.probe.config import ANSWER_STOP, ProbeConfig
 from calibrl.probe.judge import judge, normalise_answer, sampled_answer
 from calibrl.probe.plots import plot_curves, plot_decided
 from calibrl.probe.points import Point, fraction_points, step_points, token_texts
@@ -47,6 +46,7 @@ from calibrl.probe.traces import (
     read_given_traces,
 )
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
+from calibrl.settings.probe import ANSWER_STOP, ProbeSection
 from calibrl.tasks import get_task
 from calibrl.utils.atomic import atomic_write_text
 
@@ -57,20 +57,20 @@ CURVES_PLOT = "curves.png"
 DECIDED_PLOT = "decided.png"
 
 
-def trace_points(trace: Trace, config: ProbeConfig, tokenizer: Any) -> list[Point]:
+def trace_points(trace: Trace, config: ProbeSection, tokenizer: Any) -> list[Point]:
     if config.by_steps:
         return step_points(token_texts(tokenizer, trace.chain_ids))
     return fraction_points(len(trace.chain_ids), config.points)  # type: ignore[arg-type]
 
 
-def sampling_params(config: ProbeConfig) -> SamplingParams:
+def sampling_params(config: ProbeSection) -> SamplingParams:
     return SamplingParams(n=config.samples, temperature=config.temperature, top_p=config.top_p,
                           top_k=config.top_k, max_new_tokens=config.max_answer_tokens,
                           stop=(ANSWER_STOP,), seed=config.seed)
 
 
 def build_row(trace: Trace, points: Sequence[Point], by_cut: Mapping[int, list[Generation]],
-              config: ProbeConfig, tokenizer: Any) -> dict[str, Any]:
+              config: ProbeSection, tokenizer: Any) -> dict[str, Any]:
     """The output row of one probed trace (format in the module docstring)."""
     final = normalise_answer(trace.final_answer)
     counts: dict[int, dict[str, Any]] = {}
@@ -107,7 +107,7 @@ def build_row(trace: Trace, points: Sequence[Point], by_cut: Mapping[int, list[G
 
 
 def probe_traces(traces: Sequence[Trace], sampler: Sampler, tokenizer: Any,
-                 config: ProbeConfig, suffix: Sequence[int]) -> list[dict[str, Any]]:
+                 config: ProbeSection, suffix: Sequence[int]) -> list[dict[str, Any]]:
     """Rows for `traces`, all their points sampled in one `sampler.sample` call."""
     points = [trace_points(t, config, tokenizer) for t in traces]
     cuts = [sorted({p.cut for p in ps}) for ps in points]
@@ -186,7 +186,7 @@ def _append(fh: Any, row: Mapping[str, Any]) -> None:
     os.fsync(fh.fileno())
 
 
-def write_report(out: Path, config: ProbeConfig) -> dict[str, Any]:
+def write_report(out: Path, config: ProbeSection) -> dict[str, Any]:
     """Summarise every row of `out` into summary.json and the figures; returns the summary."""
     summary = summarise(iter_rows(out / ROWS_FILE), config.grid, config.decided_threshold)
     atomic_write_text(out / SUMMARY_FILE, json.dumps(summary, indent=2, allow_nan=False) + "\n")
@@ -210,7 +210,7 @@ def _batches(traces: Iterable[Trace], size: int) -> Iterator[list[Trace]]:
 
 
 def _generated(examples: Sequence[TaskExample], engine: Engine, tokenizer: Any,
-               config: ProbeConfig, after: int) -> Iterator[list[Trace]]:
+               config: ProbeSection, after: int) -> Iterator[list[Trace]]:
     total = len(examples) if config.limit is None else min(config.limit, len(examples))
     keys = list(range(after + 1, total))
     for start in range(0, len(keys), config.traces_per_batch):
@@ -219,7 +219,7 @@ def _generated(examples: Sequence[TaskExample], engine: Engine, tokenizer: Any,
 
 
 def run_probe(sampler: Sampler, tokenizer: Any, examples: Sequence[TaskExample],
-              config: ProbeConfig, out_dir: str | Path, *, traces_path: str | Path | None = None,
+              config: ProbeSection, out_dir: str | Path, *, traces_path: str | Path | None = None,
               trace_engine: Engine | None = None, inputs: Mapping[str, Any] | None = None,
               overwrite: bool = False, progress: bool = True) -> dict[str, Any]:
     """Probe every trace (given in `traces_path`, else generated with `trace_engine` on

@@ -23,7 +23,6 @@ from typing import Any
 
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
-from calibrl.probe.config import ANSWER_STOP, ProbeConfig
 from calibrl.probe.judge import final_answer_of, judge, judge_completion
 from calibrl.probe.points import char_ends, token_texts
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, CONFIDENCE_OPEN
@@ -32,6 +31,7 @@ from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.rollouts import encode_messages
 from calibrl.rollout.sampling import derive_seed
 from calibrl.rollout.stopping import decode
+from calibrl.settings.probe import ANSWER_STOP, ProbeSection
 from calibrl.tasks import DEFAULT_TASK, get_task
 
 
@@ -93,7 +93,7 @@ def _strip_trailing_special(tokenizer: Any, ids: list[int]) -> list[int]:
 
 
 def trace_from_generation(key: int, example: TaskExample, prompt_ids: Sequence[int],
-                          generation: Generation, tokenizer: Any, config: ProbeConfig) -> Trace:
+                          generation: Generation, tokenizer: Any, config: ProbeSection) -> Trace:
     """A generated trace: the model's own completion of `prompt_ids`, split around its chain."""
     ids = _strip_trailing_special(tokenizer, [int(t) for t in generation.token_ids])
     start, end = chain_span(tokenizer, ids, config.think_open, config.think_close)
@@ -109,7 +109,7 @@ def trace_from_generation(key: int, example: TaskExample, prompt_ids: Sequence[i
 
 
 def generate_traces(engine: Engine, tokenizer: Any, items: Sequence[tuple[int, TaskExample]],
-                    config: ProbeConfig) -> list[Trace]:
+                    config: ProbeSection) -> list[Trace]:
     """One trace per `(key, example)`, all in one engine call (seeded by the first key)."""
     if not items:
         return []
@@ -171,7 +171,7 @@ def _example_for(row: Mapping[str, Any], line: int, by_index: Mapping[int, TaskE
 
 
 def given_trace(row: Any, line: int, examples: Sequence[TaskExample],
-                by_index: Mapping[int, TaskExample], tokenizer: Any, config: ProbeConfig,
+                by_index: Mapping[int, TaskExample], tokenizer: Any, config: ProbeSection,
                 where: str) -> Trace:
     """A trace from one parsed line of a traces file (see `read_given_traces`)."""
     if not isinstance(row, Mapping):
@@ -228,7 +228,7 @@ def given_trace(row: Any, line: int, examples: Sequence[TaskExample],
 
 
 def read_given_traces(path: str | Path, examples: Sequence[TaskExample], tokenizer: Any,
-                      config: ProbeConfig, after: int = -1) -> Iterator[Trace]:
+                      config: ProbeSection, after: int = -1) -> Iterator[Trace]:
     """Stream the traces of a JSON-lines file, one JSON object a line:
 
         chain_of_thought (or cot)     the text between the think tags (required)

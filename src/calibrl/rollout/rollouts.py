@@ -25,7 +25,7 @@ from calibrl.rollout.engine import Engine, Generation, SamplingParams
 
 @dataclass(frozen=True)
 class RolloutSettings:
-    """What a rollout samples (mirrors `RolloutConfig`; see its field help)."""
+    """What a rollout samples (mirrors `calibrl.settings.sections.RolloutSection`; see its field help)."""
 
     num_generations_answer: int = 4
     num_generations_confidence: int = 2

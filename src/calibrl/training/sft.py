@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
 from calibrl.models.loading import load_policy
+from calibrl.settings.sft import SFTSettings
 from calibrl.training.sft_batch import (
     IGNORE,
     bucket_batches,
@@ -41,7 +42,6 @@ from calibrl.training.sft_batch import (
     token_mean_loss,
     tokenize_conversation,
 )
-from calibrl.training.sft_config import SFTConfig
 from calibrl.training.sft_data import build_conversations, exclude_problems
 from calibrl.utils.atomic import atomic_dir
 
@@ -82,7 +82,7 @@ def lr_factor(step: int, progress: float, *, warmup_steps: int, scheduler: str,
     return warm * (min_lr_ratio + (1.0 - min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * p)))
 
 
-def make_accelerator(config: SFTConfig) -> Accelerator:
+def make_accelerator(config: SFTSettings) -> Accelerator:
     """The run's accelerate `Accelerator`: mixed precision "bf16" when `config.bf16`, else "no";
     device 'cpu' forces the CPU, 'auto' takes a GPU when there is one."""
     if config.device == "cuda" and not torch.cuda.is_available():
@@ -104,7 +104,7 @@ def save_model_atomically(model, tokenizer, dest: Path) -> Path:
     return Path(dest)
 
 
-def _epoch_rows(problems, config: SFTConfig, tokenizer, epoch: int):
+def _epoch_rows(problems, config: SFTSettings, tokenizer, epoch: int):
     # Each epoch draws new kinds, confidences and wrong traces for the same problems.
     rng = random.Random(f"sft-data-{config.seed}-{epoch}")
     conversations = build_conversations(problems, config.mix, rng,
@@ -119,7 +119,7 @@ def _epoch_rows(problems, config: SFTConfig, tokenizer, epoch: int):
 class _Tally:
     """Counters of a run: steps, tokens, the loss since the last log line and of recent steps."""
 
-    config: SFTConfig
+    config: SFTSettings
     start: float = field(default_factory=time.perf_counter)
     step: int = 0
     epoch: int = 0
@@ -168,7 +168,7 @@ class _Tally:
 
 
 def _train_step(accelerator: Accelerator, model, optimizer, batch: dict[str, torch.Tensor],
-                config: SFTConfig) -> tuple[float, float]:
+                config: SFTSettings) -> tuple[float, float]:
     """One optimiser step on `batch` (tensors [B, T]); returns (loss, pre-clip grad norm)."""
     with accelerator.autocast():
         logits = model(input_ids=batch["input_ids"],
@@ -181,7 +181,7 @@ def _train_step(accelerator: Accelerator, model, optimizer, batch: dict[str, tor
     return float(loss.detach()), float(grad_norm)
 
 
-def _progress_bar(config: SFTConfig, accelerator: Accelerator) -> tqdm:
+def _progress_bar(config: SFTSettings, accelerator: Accelerator) -> tqdm:
     return tqdm(total=1000, disable=not (config.progress and accelerator.is_main_process),
                 unit="‰", dynamic_ncols=True,
                 bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
@@ -191,7 +191,7 @@ def _progress_bar(config: SFTConfig, accelerator: Accelerator) -> tqdm:
 class _Run:
     """What the steps of a run share: the prepared model and optimiser, the log, the bar."""
 
-    config: SFTConfig
+    config: SFTSettings
     accelerator: Accelerator
     model: Any
     optimizer: Any
@@ -223,7 +223,7 @@ def _run_epoch(run: _Run, tally: _Tally, rows, batches) -> None:
             return
 
 
-def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTConfig,
+def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTSettings,
               out_dir: Path, *, save_to: Path | None = None) -> SFTResult:
     """Train `model` in place on conversations built from `problems`; log to `out_dir`.
 
@@ -284,7 +284,7 @@ def load_model(spec: str, seed: int):
     return model, tokenizer
 
 
-def load_problems(config: SFTConfig) -> tuple[list[TaskExample], list[TaskExample], int]:
+def load_problems(config: SFTSettings) -> tuple[list[TaskExample], list[TaskExample], int]:
     """(training problems without held-out ones, held-out problems, number excluded)."""
     from calibrl.data import load_examples
 
@@ -302,7 +302,7 @@ def load_problems(config: SFTConfig) -> tuple[list[TaskExample], list[TaskExampl
     return kept, held_out, excluded
 
 
-def run_sft(config: SFTConfig) -> tuple[SFTResult, dict]:
+def run_sft(config: SFTSettings) -> tuple[SFTResult, dict]:
     """Load data and model, train, save `OUT/model`; returns the result and the run summary."""
     out = Path(config.out)
     problems, held_out, excluded = load_problems(config)

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from calibrl.data.example import TaskExample
-from calibrl.errors import UserError
 from calibrl.protocol.modes import RLCR, TWO_TURN
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
+from calibrl.settings.sft import SFTMix
 from calibrl.tasks import get_task
 
 KINDS = ("answer", "confidence", "rlcr")
@@ -42,51 +42,6 @@ ANALYSIS_POOL = (
     "I compared the result of the last step with the target.",
     "I checked the order of the operations in the equation.",
 )
-
-
-@dataclass(frozen=True)
-class SFTMix:
-    """Shares of the conversation kinds, and of wrong traces among turn-2 contexts.
-
-    The defaults serve all three RL modes with one model: half answer-only traces (the skill
-    every mode needs), a quarter each of the two confidence formats.
-    """
-
-    answer: float = 0.5
-    confidence: float = 0.25
-    rlcr: float = 0.25
-    wrong_share: float = 0.5  # of `confidence` contexts whose answer is a corrupted (wrong) trace
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not value >= 0.0:  # also rejects NaN
-                raise UserError(f"mix {f.name} must be a non-negative number, got {value}")
-        if self.wrong_share > 1.0:
-            raise UserError(f"mix wrong_share must be at most 1, got {self.wrong_share}")
-        if self.answer + self.confidence + self.rlcr <= 0.0:
-            raise UserError("mix shares answer, confidence and rlcr are all 0")
-
-    @property
-    def weights(self) -> tuple[float, float, float]:
-        """Unnormalised weights in `KINDS` order."""
-        return (self.answer, self.confidence, self.rlcr)
-
-
-def parse_mix(text: str) -> SFTMix:
-    """`"answer=0.5,confidence=0.25,rlcr=0.25,wrong_share=0.5"` (any subset) as an `SFTMix`."""
-    values: dict[str, float] = {}
-    names = {f.name for f in fields(SFTMix)}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = part.partition("=")
-        name = name.strip()
-        if not sep or name not in names:
-            raise UserError(f"mix entry {part!r} is not NAME=VALUE with NAME in {sorted(names)}")
-        try:
-            values[name] = float(value)
-        except ValueError:
-            raise UserError(f"mix entry {part!r}: {value.strip()!r} is not a number") from None
-    return SFTMix(**values)
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,9 @@ from calibrl.models.loading import load_policy, resolve_model_path
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, run_rollout
 from calibrl.rollout.sampling import step_seed
+from calibrl.settings import TrainSettings, dump_settings
 from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import find_checkpoint, save_checkpoint, set_rng_state
-from calibrl.training.config import Config, dump_config
 from calibrl.training.metrics_log import MetricsLogger
 from calibrl.training.policy import token_logprobs
 from calibrl.training.prompt_sampler import PromptSampler
@@ -51,7 +51,7 @@ from calibrl.training.samples import sample_rows
 from calibrl.utils.atomic import atomic_dir
 
 
-def run_directory(cfg: Config) -> Path:
+def run_directory(cfg: TrainSettings) -> Path:
     name = cfg.logging.run_name or f"{cfg.algorithm.mode}-{datetime.now():%Y%m%d-%H%M%S}"
     return Path(cfg.logging.output_dir) / name
 
@@ -73,9 +73,9 @@ class _Accumulated:
 
 
 class Trainer:
-    """Two-turn RLCR, single-turn RLCR or RLVR training from one `Config`."""
+    """Two-turn RLCR, single-turn RLCR or RLVR training from one `TrainSettings`."""
 
-    def __init__(self, cfg: Config, run_dir: Path | None = None, engine: Any = None) -> None:
+    def __init__(self, cfg: TrainSettings, run_dir: Path | None = None, engine: Any = None) -> None:
         """`engine` overrides the configured one (tests inject scripted engines)."""
         self.cfg = cfg
         self.run_dir = run_dir or run_directory(cfg)
@@ -238,7 +238,7 @@ class Trainer:
         cfg = self.cfg
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(dump_config(cfg))
+            (self.run_dir / "config.yaml").write_text(dump_settings(cfg))
             print(f"run directory: {self.run_dir.resolve()} (config.yaml, metrics.jsonl, "
                   "tensorboard/, checkpoint-*/, final-model/)")
         self.maybe_resume()

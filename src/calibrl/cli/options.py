@@ -1,0 +1,93 @@
+"""How a command's typed options relate to its settings: one loader, defaults and help from fields.
+
+Each command declares an `OptionMap` for its settings class; `OptionMap.option` makes a typer
+option whose default and help are the field's, and `OptionMap.load` reads the settings from
+`--config FILE`, then the options given on the command line, then `key=value` overrides (later
+wins). An option left at its default sets nothing, so a config file's value stands.
+`tests/cli/test_options_match_settings.py` walks every command's options against its fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from calibrl.settings.base import Section, field_at
+from calibrl.settings.loader import load_settings
+
+# The two parameters every command has besides its typed options.
+CONFIG_PARAM = "config"
+OVERRIDES_PARAM = "overrides"
+# Compared by name: typer's click and an installed click each have their own enum.
+_GIVEN = ("COMMANDLINE", "ENVIRONMENT")
+_FROM_FIELD = object()
+
+
+def config_option() -> Any:
+    return typer.Option(None, "--config", "-c", help="YAML settings file; typed options and "
+                        "key=value overrides apply on top of it.")
+
+
+def overrides_argument() -> Any:
+    return typer.Argument(None, help="Settings as dotted key=value (values read as YAML), "
+                          "applied last, e.g. temperature=0.7.", show_default=False)
+
+
+def plain(value: Any) -> Any:
+    """A command-line value as settings hold it: paths as text, lists as tuples."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return tuple(plain(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class OptionMap:
+    """The typed options of one command and the settings fields they set.
+
+    Attributes:
+        settings: the command's settings class.
+        keys: parameter name -> dotted settings key, where the two differ.
+        convert: parameter name -> function from the command-line value to the settings value,
+            where `plain` is not enough (e.g. a mix written as NAME=VALUE,...).
+        extra: parameters that set no field (e.g. `sft --check`, what to do after training).
+    """
+
+    settings: type[Section]
+    keys: Mapping[str, str] = field(default_factory=dict)
+    convert: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
+    extra: frozenset[str] = frozenset()
+
+    def key(self, name: str) -> str:
+        return self.keys.get(name, name)
+
+    def value(self, name: str, value: Any) -> Any:
+        """The settings value of parameter `name` given `value` on the command line."""
+        return self.convert.get(name, plain)(value)
+
+    def option(self, name: str, *flags: str, shown: Any = _FROM_FIELD, more_help: str = ""
+               ) -> Any:
+        """A typer option with the field's default and help; `shown` replaces the default by
+        its command-line text (e.g. a tuple written as "0,0.5,1")."""
+        info = field_at(self.settings, self.key(name))
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
+        return typer.Option(default if shown is _FROM_FIELD else shown, *flags,
+                            help=f"{info.description}{more_help}")
+
+    def given(self, ctx: typer.Context) -> dict[str, Any]:
+        """Dotted key -> value of the typed options given on the command line."""
+        return {self.key(name): self.value(name, value) for name, value in ctx.params.items()
+                if name not in (CONFIG_PARAM, OVERRIDES_PARAM, *self.extra)
+                and getattr(ctx.get_parameter_source(name), "name", None) in _GIVEN}
+
+    def load(self, ctx: typer.Context, then: list[str] | None = None) -> Any:
+        """The command's settings: config file, then given options, then overrides (and
+        `then`, overrides a command adds for a shortcut flag)."""
+        overrides = [*(ctx.params.get(OVERRIDES_PARAM) or []), *(then or [])]
+        return load_settings(self.settings, ctx.params.get(CONFIG_PARAM), overrides,
+                             self.given(ctx))

@@ -1,0 +1,94 @@
+"""What every settings class shares: unknown keys refused, frozen values, one-line errors.
+
+A section is a pydantic model whose every field has help text. Building one with `create` (as the
+loader does for files, options and `key=value` overrides) turns a bad value into one `UserError` line that names
+the dotted key (and, for an unknown key, the closest known one).
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
+
+from calibrl.errors import UserError
+
+S = TypeVar("S", bound="Section")
+
+
+class Section(BaseModel):
+    """A group of settings; nested sections are addressed with dotted keys (`optim.lr`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def create(cls: type[S], **values: Any) -> S:
+        """`cls(**values)`, any problem as one `UserError` line (the loader's way in)."""
+        # Not an `__init__` override: pydantic would then call it for every nested section,
+        # and the error would lose the section's part of the dotted key.
+        try:
+            return cls(**values)
+        except ValidationError as err:
+            raise UserError(describe_error(err, cls)) from None
+
+
+def section_type(field: FieldInfo) -> type[BaseModel] | None:
+    """The section class a field holds, or None for a plain value."""
+    ann = field.annotation
+    return ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+
+
+def leaf_fields(model: type[BaseModel], prefix: str = "") -> dict[str, FieldInfo]:
+    """Every setting of `model` by dotted key, sections unfolded: `{"optim.lr": FieldInfo}`."""
+    keys: dict[str, FieldInfo] = {}
+    for name, field in model.model_fields.items():
+        inner = section_type(field)
+        if inner is None:
+            keys[prefix + name] = field
+        else:
+            keys.update(leaf_fields(inner, f"{prefix}{name}."))
+    return keys
+
+
+def field_at(model: type[BaseModel], key: str) -> FieldInfo:
+    """The field of a dotted key; `UserError` with a suggestion when there is none."""
+    fields = leaf_fields(model)
+    if key not in fields:
+        raise UserError(unknown_key_message(key, model))
+    return fields[key]
+
+
+def redefault(model: type[BaseModel], name: str, default: Any, **changes: Any) -> FieldInfo:
+    """`model`'s field `name` (help text and limits) with another default, for a subclass."""
+    return FieldInfo.merge_field_infos(model.model_fields[name], default=default, **changes)
+
+
+def shared_field(model: type[BaseModel], name: str) -> FieldInfo:
+    """A copy of `model`'s field `name`, for a section that has the same setting."""
+    return FieldInfo.merge_field_infos(model.model_fields[name])
+
+
+def unknown_key_message(key: str, model: type[BaseModel]) -> str:
+    close = difflib.get_close_matches(key, list(leaf_fields(model)), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown config key '{key}'{hint}"
+
+
+def describe_error(err: ValidationError, model: type[BaseModel]) -> str:
+    """The first problem of a validation error as one line."""
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    if first["type"] == "extra_forbidden":
+        return unknown_key_message(where, model)
+    if first["type"] == "missing":
+        return f"missing setting '{where}'"
+    msg = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "literal_error":
+        name = str(first["loc"][-1])
+        choices = msg.removeprefix("Input should be ")
+        return f"config {where}: unknown {name} {first.get('input')!r}; choose {choices}"
+    if where:
+        return f"config {where}: {msg} (got {first.get('input')!r})"
+    return f"config: {msg}"

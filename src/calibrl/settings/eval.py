@@ -1,0 +1,42 @@
+"""`calibrl eval`: how a model is evaluated (also every evaluation of the demo)."""
+
+from __future__ import annotations
+
+from pydantic import Field, field_validator, model_validator
+
+from calibrl.protocol.modes import DEFAULT_MODE
+from calibrl.settings.sections import ConfidenceSampling, known_mode
+
+
+class EvalSection(ConfidenceSampling):
+    """Sampling of the evaluated answers (and confidences) and how many."""
+
+    mode: str = Field(DEFAULT_MODE, description="Format of the answers (and of the confidence "
+                      "turn): a mode name as in algorithm.mode.")
+    samples: int = Field(1, ge=1, description="Answers sampled per prompt.")
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="Sampling "
+                               "temperature (both turns); 0 = greedy.")
+    max_examples: int | None = Field(None, ge=0, description="Evaluate the first N examples "
+                                     "only (None: all).")
+    batch_prompts: int = Field(64, gt=0, description="Prompts sampled together.")
+    seed: int = Field(0, description="Sampling seed.")
+
+    _known_mode = field_validator("mode")(known_mode)
+
+    @model_validator(mode="after")
+    def _sampling_differs(self) -> EvalSection:
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError("samples > 1 with temperature 0 repeats one greedy answer; set "
+                             "temperature > 0")
+        return self
+
+
+class EvalSettings(EvalSection):
+    """A whole `calibrl eval` run: the section plus the model, the data and the output."""
+
+    model: str = Field(description="Saved model directory (or 'tiny').")
+    data: str = Field(description="Parquet/JSON(L) file to evaluate on.")
+    out: str = Field(description="Output directory.")
+    name: str | None = Field(None, description="Run name in tables (default: the output "
+                             "folder).")
+

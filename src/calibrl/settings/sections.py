@@ -1,0 +1,156 @@
+"""The sections commands are built from: model, data, sampling, rollout, algorithm, optimiser,
+logging and checkpoints. `calibrl train` uses all of them; eval and probe share the sampling
+fields (`AnswerSampling`, `ConfidenceSampling`) with the rollout of training.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from calibrl.errors import UserError
+from calibrl.protocol.modes import DEFAULT_MODE, get_mode, modes_help
+from calibrl.protocol.prompts import CONFIDENCE_QUESTION
+from calibrl.settings.base import Section
+
+
+class ModelSection(Section):
+    path: str = Field("tiny", description="Hugging Face model directory or hub-style name, or "
+                      "'tiny' to build calibrl's tiny Countdown model in the run directory.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Dtype the weights are loaded in.")
+    chat_template: Literal["auto", "plain"] = Field(
+        "auto", description="'auto': the tokenizer's chat template; 'plain': 'User: ... "
+        "Assistant:' text for base models without one.")
+    trust_remote_code: bool = Field(False, description="Passed to from_pretrained.")
+
+
+class DataSection(Section):
+    train_path: str = Field("data/countdown/train.parquet",
+                            description="Training parquet (verl/TinyZero schema).")
+    eval_path: str | None = Field(None, description="Held-out parquet for evaluation.")
+    max_prompt_tokens: int = Field(256, gt=0, description="Longer prompts are left-truncated "
+                                   "(and counted in the logs).")
+    shuffle: bool = Field(True, description="Shuffle training prompts each epoch (seeded).")
+    task_modules: list[str] = Field(default_factory=list, description="Python modules imported "
+                                    "at start-up; tasks they register with "
+                                    "calibrl.tasks.register_task can then be data sources.")
+
+
+class AnswerSampling(Section):
+    """How answers are sampled (every command that generates)."""
+
+    temperature: float = Field(1.0, ge=0, allow_inf_nan=False,
+                               description="Sampling temperature; 0 = greedy.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling threshold (1 = off).")
+    top_k: int = Field(0, ge=0, description="Top-k sampling; 0 disables.")
+    max_answer_tokens: int = Field(128, gt=0, description="Max new tokens of a turn-1 answer "
+                                   "(or of the whole single-turn RLCR completion).")
+
+
+class ConfidenceSampling(AnswerSampling):
+    """Answer sampling plus the confidence turn (training and evaluation)."""
+
+    max_confidence_tokens: int = Field(48, gt=0, description="Max new tokens of a turn-2 "
+                                       "confidence completion.")
+    confidence_question: str = Field(CONFIDENCE_QUESTION, min_length=1, description="The "
+                                     "turn-2 question (the user message before the confidence "
+                                     "turn); SFT, RL and evaluation must ask the same one.")
+
+
+class RolloutSection(ConfidenceSampling):
+    temperature: float = Field(1.0, gt=0, allow_inf_nan=False,
+                               description="Sampling temperature (both turns).")
+    engine: Literal["hf", "vllm"] = Field("hf", description="Generation engine: transformers "
+                                          "(CPU/GPU) or vLLM (GPU, extra `calibrl[vllm]`).")
+    prompts_per_step: int = Field(8, gt=0, description="Prompts sampled per training step.")
+    num_generations_answer: int = Field(4, ge=1, description="G_a: answers sampled per prompt "
+                                        "(turn 1); the GRPO group size.")
+    num_generations_confidence: int = Field(2, ge=1, description="G_c: confidence completions "
+                                            "sampled per answer (turn 2, in modes that have "
+                                            "one).")
+    max_batch_size: int = Field(64, gt=0, description="Most sequences decoded at once (memory "
+                                "bound of the transformers engine).")
+    vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vLLM's share of "
+                                               "GPU memory when colocated with training.")
+
+
+def known_mode(value: str) -> str:
+    """The canonical name of a registered mode; `ValueError` (a pydantic field error) if none."""
+    try:
+        return get_mode(value).name
+    except UserError as err:  # pydantic reports ValueErrors with the field's name
+        raise ValueError(str(err)) from None
+
+
+class AlgorithmSection(Section):
+    mode: str = Field(DEFAULT_MODE, description=modes_help())
+    lambda_ans: float = Field(1.0, ge=0, description="Weight of answer advantages.")
+    lambda_conf: float = Field(1.0, ge=0, description="Weight of confidence advantages.")
+    confidence_level: Literal["answer", "answer_then_prompt", "prompt"] = Field(
+        "answer", description="Where confidence rewards are normalised: over each answer's G_c "
+        "siblings, that then re-z-scored per prompt, or all of a prompt's G_a*G_c at once "
+        "(mixes answers; ablation only).")
+    normalize_std: bool = Field(True, description="Divide advantages by the group std "
+                                "(population) + eps; mean-centring only when false.")
+    confidence_std_scope: Literal["group", "batch"] = Field(
+        "group", description="With normalize_std, the std that scales confidence advantages: "
+        "each group's own (as for answers; with num_generations_confidence=2 every "
+        "advantage becomes +-1 and the confidence drifts to the majority outcome), or one std "
+        "over the batch after centring within groups (keeps the Brier differences' sizes, so "
+        "confidence moves toward the accuracy).")
+    eps: float = Field(1e-6, gt=0, description="Added to the std in advantage normalisation.")
+    clip_low: float = Field(0.2, ge=0, lt=1, description="Lower PPO clip range (1 - clip_low).")
+    clip_high: float = Field(0.2, ge=0, description="Upper PPO clip range (1 + clip_high).")
+    dual_clip: float | None = Field(None, gt=1, description="Dual-clip constant c for negative "
+                                    "advantages; None disables.")
+    loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = Field(
+        "token_mean", description="Loss normalisation: over all masked tokens of the batch "
+        "(every token weighs the same), per-sequence mean (GRPO), or sum / (rows * max_len) "
+        "(Dr. GRPO).")
+    kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference model; 0 loads "
+                           "no reference model.")
+    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator.")
+    ppo_epochs: int = Field(1, ge=1, description="Optimisation passes over each rollout; >1 "
+                            "recomputes old log-probs with the pre-update policy.")
+
+    _known_mode = field_validator("mode")(known_mode)
+
+
+class OptimSection(Section):
+    lr: float = Field(1e-5, gt=0, description="Peak learning rate (AdamW).")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    scheduler: Literal["constant", "constant_with_warmup", "linear", "cosine"] = Field(
+        "constant_with_warmup", description="transformers learning-rate schedule.")
+    warmup_steps: int = Field(0, ge=0, description="Warm-up optimiser steps.")
+    total_steps: int = Field(100, gt=0, description="Training steps (one rollout each).")
+    micro_batch_size: int = Field(16, gt=0, description="Rows per forward/backward; gradients "
+                                  "accumulate over a step's micro-batches.")
+    mixed_precision: Literal["no", "bf16", "fp16"] = Field(
+        "no", description="accelerate mixed precision (bf16 autocast also speeds up CPUs).")
+
+    @field_validator("mixed_precision", mode="before")
+    @classmethod
+    def _yaml_no(cls, value: Any) -> Any:
+        return "no" if value is False else value  # `mixed_precision: no` in a YAML file
+
+
+class LoggingSection(Section):
+    output_dir: str = Field("outputs", description="Parent folder of run directories.")
+    run_name: str | None = Field(None, description="Run directory name; default: mode + time.")
+    log_every: int = Field(1, gt=0, description="Steps between metric records.")
+    tensorboard: bool = Field(True, description="Write TensorBoard event files.")
+    wandb: bool = Field(False, description="Also log to Weights & Biases (extra `calibrl[wandb]`).")
+    wandb_project: str = Field("calibrl", description="W&B project.")
+    samples_every: int = Field(10, gt=0, description="Steps between sample-conversation tables.")
+    num_samples: int = Field(3, ge=0, description="Conversations in each sample table.")
+
+
+class CheckpointSection(Section):
+    every: int = Field(20, gt=0, description="Steps between checkpoints.")
+    keep_last: int = Field(2, ge=1, description="Checkpoints kept (older ones deleted).")
+    resume: str | None = Field(None, description="'auto' (latest in the run directory) or a "
+                               "checkpoint path to resume from.")

@@ -1,0 +1,46 @@
+"""`calibrl train`: the settings of an RL run (also the demo's RL stage)."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from calibrl.protocol.modes import get_mode
+from calibrl.settings.base import Section
+from calibrl.settings.sections import (
+    AlgorithmSection,
+    CheckpointSection,
+    DataSection,
+    LoggingSection,
+    ModelSection,
+    OptimSection,
+    RolloutSection,
+)
+
+
+class TrainSettings(Section):
+    """A full run: model, data, rollout, algorithm, optimisation, logging, checkpoints."""
+
+    seed: int = Field(0, description="Seed for data order, sampling and initialisation.")
+    model: ModelSection = Field(default_factory=ModelSection, description="Policy model.")
+    data: DataSection = Field(default_factory=DataSection, description="Training/eval data.")
+    rollout: RolloutSection = Field(default_factory=RolloutSection, description="Sampling.")
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection,
+                                        description="Mode, rewards, advantages and loss.")
+    optim: OptimSection = Field(default_factory=OptimSection, description="Optimisation.")
+    logging: LoggingSection = Field(default_factory=LoggingSection, description="Metrics/logs.")
+    checkpoint: CheckpointSection = Field(default_factory=CheckpointSection,
+                                          description="Checkpointing and resume.")
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> TrainSettings:
+        algo, rollout = self.algorithm, self.rollout
+        if (get_mode(algo.mode).has_confidence_turn and rollout.num_generations_confidence == 1
+                and algo.confidence_level != "prompt" and algo.lambda_conf > 0):
+            raise ValueError(
+                "num_generations_confidence=1 leaves nothing to normalise per answer: use "
+                "num_generations_confidence >= 2, or algorithm.confidence_level=prompt")
+        if rollout.num_generations_answer == 1 and algo.lambda_ans > 0:
+            raise ValueError("num_generations_answer=1 gives every answer advantage 0; use >= 2")
+        if rollout.engine == "vllm" and self.model.path == "tiny":
+            raise ValueError("the vllm engine needs a GPU model path, not the built-in 'tiny'")
+        return self

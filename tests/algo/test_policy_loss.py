@@ -205,10 +205,27 @@ def test_micro_batch_weights_recover_the_full_batch_loss(agg):
 
 def test_kl_estimators_by_hand():
     logp, ref = torch.tensor([[math.log(0.5)]]), torch.tensor([[math.log(0.25)]])
-    d = math.log(2.0)
-    assert float(kl_penalty(logp, ref, "k1")) == pytest.approx(d)
-    assert float(kl_penalty(logp, ref, "k2")) == pytest.approx(d * d / 2)
-    assert float(kl_penalty(logp, ref, "k3")) == pytest.approx(0.5 + d - 1)
+    d = math.log(2.0)  # logp - ref
+    by_name = {"k1": d, "kl": d, "abs": d, "k2": d * d / 2, "mse": d * d / 2,
+               "k3": 0.5 + d - 1, "low_var_kl": 0.5 + d - 1}
+    for name, value in by_name.items():
+        assert float(kl_penalty(logp, ref, name)) == pytest.approx(value), name
+    assert float(kl_penalty(ref, logp, "k1")) == pytest.approx(-d)
+    assert float(kl_penalty(ref, logp, "abs")) == pytest.approx(d)
+
+
+def test_kl_clamps_follow_verl():
+    # d = logp - ref far from 0: only k3 is clamped, its log-ratio to ±20, its value to ±10.
+    logp = torch.tensor([[0.0, -30.0, -3.0]])
+    ref = torch.tensor([[-30.0, 0.0, 0.0]])
+    assert kl_penalty(logp, ref, "k1").tolist() == [[30.0, -30.0, -3.0]]
+    assert kl_penalty(logp, ref, "k2").tolist() == [[450.0, 450.0, 4.5]]
+    k3 = kl_penalty(logp, ref, "k3")[0].tolist()
+    # log(ref/policy) = -30 -> clamp -20: exp(-20) + 20 - 1 ~ 19 -> value clamp 10
+    # log(ref/policy) = 30 -> clamp 20: exp(20) - 21 -> 10;  = 3: exp(3) - 4 = 16.1 -> 10
+    assert k3 == [10.0, 10.0, 10.0]
+    small = kl_penalty(torch.tensor([[-1.0]]), torch.tensor([[-1.2]]), "low_var_kl")
+    assert float(small) == pytest.approx(math.exp(-0.2) + 0.2 - 1)  # inside the clamps
 
 
 def test_bad_options_are_user_errors():

@@ -1,6 +1,8 @@
 """verl and TRL adapters give calibrl's scores."""
 
 import importlib.util
+import inspect
+import sys
 
 import pytest
 
@@ -11,15 +13,49 @@ from calibrl.tasks.countdown import compute_score
 GT = {"target": 12, "numbers": [3, 4]}
 
 
-def test_verl_custom_reward_function_loaded_by_path_like_verl():
-    # verl loads `custom_reward_function.path` as a file module and takes `.name` from it.
-    spec = importlib.util.spec_from_file_location("custom_module", verl_adapter.__file__)
+def _load_like_verl(path: str, name: str, reward_kwargs: dict) -> object:
+    # What verl's `get_custom_reward_fn` does with `reward.custom_reward_function.{path,name}`:
+    # a file module registered as "custom_module", the named function, `reward_kwargs` merged
+    # into every call's keyword arguments.
+    spec = importlib.util.spec_from_file_location("custom_module", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    fn = module.compute_score
-    assert fn("countdown", "<answer>3*4</answer>", GT, extra_info={"index": 0}) == 1.0
-    assert fn("countdown", "<answer>3+4</answer>", GT) == 0.1
-    assert fn("countdown", "nothing", GT) == 0.0
+    sys.modules["custom_module"] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules["custom_module"]
+    raw_fn = getattr(module, name)
+    return lambda *args, **kwargs: raw_fn(*args, **{**kwargs, **reward_kwargs})
+
+
+def test_verl_custom_reward_function_contract():
+    fn = _load_like_verl(verl_adapter.__file__, "compute_score", {"format_bonus": 0.5})
+    # verl's reward managers pass everything by keyword.
+    def call(text: str) -> dict:
+        return fn(data_source="countdown", solution_str=text, ground_truth=GT,
+                  extra_info={"index": 0, "split": "train"})
+
+    assert call("<think>3*4=12</think><answer>3*4</answer>") == {"score": 1.0, "acc": 1.0}
+    assert call("<answer>3+4</answer>") == {"score": 0.1, "acc": 0.0}
+    assert call("nothing") == {"score": 0.0, "acc": 0.0}
+    assert fn("countdown", "<answer>4*3</answer>", GT) == {"score": 1.0, "acc": 1.0}
+
+
+def test_verl_reward_signature_matches_verl_when_installed():
+    params = inspect.signature(verl_adapter.compute_score).parameters
+    assert list(params)[:4] == ["data_source", "solution_str", "ground_truth", "extra_info"]
+    assert params["extra_info"].default is None
+    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    if importlib.util.find_spec("verl") is None:
+        return  # verl is not a dependency; the contract above is what its loader relies on
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+
+    config = OmegaConf.create({"custom_reward_function": {
+        "path": verl_adapter.__file__, "name": "compute_score", "reward_kwargs": {}}})
+    fn = get_custom_reward_fn(config)
+    assert fn(data_source="countdown", solution_str="<answer>3*4</answer>", ground_truth=GT,
+              extra_info=None)["score"] == 1.0
 
 
 def test_trl_reward_reads_reward_model_column_and_conversational_completions():

@@ -33,30 +33,37 @@ from calibrl.errors import UserError
 
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
 AGGREGATIONS: tuple[str, ...] = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
-KLEstimator = Literal["k1", "k2", "k3"]
-KL_ESTIMATORS: tuple[str, ...] = ("k1", "k2", "k3")
+KLEstimator = Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]
+# verl's names (`actor.kl_loss_type`); each alias computes the same estimate as its partner.
+KL_ESTIMATORS: tuple[str, ...] = ("k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl")
+# k3's clamps, as verl's `low_var_kl`: the log-ratio before exp(), the estimate after it.
+K3_LOG_RATIO_CLAMP = 20.0
+K3_VALUE_CLAMP = 10.0
 
 
-def kl_penalty(
-    logp: torch.Tensor,
-    ref_logp: torch.Tensor,
-    estimator: KLEstimator = "k3",
-    *,
-    log_ratio_clip: float = 20.0,
-) -> torch.Tensor:
+def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: KLEstimator = "k3"
+               ) -> torch.Tensor:
     """Per-token estimate of KL(policy || reference) from sampled tokens, `[B, R]`.
 
-    With `d = logp - ref_logp`: k1 = d, k2 = d^2 / 2, k3 = exp(-d) + d - 1 (Schulman's
-    unbiased, non-negative estimator). `d` is clamped to `±log_ratio_clip` so k3 cannot overflow.
+    With `d = logp - ref_logp` (verl's names in brackets):
+        k1 ("kl")          d                      unbiased, can be negative
+        abs                |d|
+        k2 ("mse")         d^2 / 2                biased, low variance
+        k3 ("low_var_kl")  exp(-d) + d - 1        Schulman's unbiased, non-negative estimator;
+                           -d clamped to ±20 before exp, the result clamped to ±10 (as verl)
+    k1, abs and k2 are not clamped (verl does not clamp them either).
     """
     if estimator not in KL_ESTIMATORS:
         raise UserError(f"unknown KL estimator {estimator!r}; expected one of {KL_ESTIMATORS}")
-    d = (logp - ref_logp).clamp(-log_ratio_clip, log_ratio_clip)
-    if estimator == "k1":
+    d = logp - ref_logp
+    if estimator in ("k1", "kl"):
         return d
-    if estimator == "k2":
+    if estimator == "abs":
+        return d.abs()
+    if estimator in ("k2", "mse"):
         return 0.5 * d.square()
-    return torch.exp(-d) + d - 1.0
+    neg = (-d).clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)  # log(ref / policy)
+    return (torch.exp(neg) - neg - 1.0).clamp(-K3_VALUE_CLAMP, K3_VALUE_CLAMP)
 
 
 def aggregate_loss(
@@ -134,8 +141,8 @@ def policy_loss(
             mask in the token-mean denominator `sum(M) + eta`, so it is negligible otherwise.
         ref_logp, kl_coef, kl_estimator: optional KL penalty to a reference policy, added per
             token before aggregation when `ref_logp` is given and `kl_coef != 0`.
-        log_ratio_clip: `logp - old_logp` (and `logp - ref_logp`) is clamped to `±log_ratio_clip`
-            before `exp`, so a stale token cannot produce inf.
+        log_ratio_clip: `logp - old_logp` is clamped to `±log_ratio_clip` before `exp`, so a
+            stale token cannot produce inf (the KL estimators clamp as `kl_penalty` says).
         sample_type: optional `[B]` (0 answer, 1 confidence); adds per-type metrics.
     Returns:
         `(loss, metrics)`: a scalar tensor, and floats: `pg_loss`, `clipfrac_low` (share of masked
@@ -162,7 +169,7 @@ def policy_loss(
     per_token = terms["pg_loss"]
     if ref_logp is not None and kl_coef != 0.0:
         ref_lp = torch.where(mask, ref_logp.to(logp.dtype), zeros)
-        terms["kl"] = kl_penalty(lp, ref_lp, kl_estimator, log_ratio_clip=log_ratio_clip)
+        terms["kl"] = kl_penalty(lp, ref_lp, kl_estimator)
         per_token = per_token + kl_coef * terms["kl"]  # the KL is 0 off the mask
     loss = aggregate_loss(per_token, loss_mask, agg, max_len=max_len, eta=eta)
     with torch.no_grad():

@@ -111,7 +111,9 @@ class AlgorithmSection(Section):
         "(Dr. GRPO).")
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference model; 0 loads "
                            "no reference model.")
-    kl_estimator: Literal["k1", "k2", "k3"] = Field("k3", description="KL estimator.")
+    kl_estimator: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = Field(
+        "k3", description="KL estimator, by verl's names and clamps (calibrl.algo.policy_loss."
+        "kl_penalty): k1/kl, abs, k2/mse, k3/low_var_kl.")
     ppo_epochs: int = Field(1, ge=1, description="Optimisation passes over each rollout; >1 "
                             "recomputes old log-probs with the pre-update policy.")
 

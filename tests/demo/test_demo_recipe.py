@@ -42,7 +42,8 @@ def test_every_demo_setting_has_help_text():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["data.n_problemz=3"], "unknown config key 'data.n_problemz' (did you mean 'data.n_problems'?)"),
+    (["data.n_problemz=3"],
+     "unknown config key 'data.n_problemz' (did you mean 'data.n_problems'?)"),
     (["rl.optim.lr=-1"], "config rl.optim.lr"),
     (["probe.samples=0"], "config probe.samples"),
 ])

@@ -1,4 +1,4 @@
-"""`calibrl demo`: the whole system on CPU with the tiny model, from the recipe configs/demo.yaml."""
+"""`calibrl demo`: the whole system on CPU with the tiny model, from configs/demo.yaml."""
 
 from __future__ import annotations
 

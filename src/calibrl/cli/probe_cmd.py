@@ -74,16 +74,18 @@ def probe(
               "data": str(Path(settings.data).resolve()),
               "traces": None if traces_path is None else str(traces_path.resolve()),
               "engine": settings.engine}
-    if settings.engine == "vllm":
-        sampler, trace_engine, tokenizer = _vllm_sampler(path, settings.dtype,
-                                                         settings.gpu_memory_utilization)
-    else:
-        sampler, trace_engine, tokenizer = _hf_sampler(path, settings.device, settings.dtype,
-                                                       settings.max_rows)
+    sampler, trace_engine, tokenizer = _sampler(settings, path)
     summary = run_probe(sampler, tokenizer, examples, settings, out_dir, traces_path=traces_path,
                         trace_engine=trace_engine, inputs=inputs, overwrite=settings.overwrite,
                         progress=settings.progress)
     typer.echo(_report(summary, out_dir))
+
+
+def _sampler(settings: ProbeSettings, path: str) -> tuple[Any, Any, Any]:
+    """(sampler, trace engine, tokenizer) on the engine the settings name."""
+    if settings.engine == "vllm":
+        return _vllm_sampler(path, settings.dtype, settings.gpu_memory_utilization)
+    return _hf_sampler(path, settings.device, settings.dtype, settings.max_rows)
 
 
 def _vllm_sampler(path: str, dtype: str | None, gpu_memory_utilization: float

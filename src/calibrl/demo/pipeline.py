@@ -59,7 +59,8 @@ def _corrupt(expression: str, rng: random.Random) -> str:
 
 def size_shares(settings: DemoSettings, weights: tuple[float, ...] | None = None
                 ) -> dict[str, float]:
-    """`weights` (default `size_weights`) keyed by the task's difficulty labels ("2 numbers", ...)."""
+    """`weights` (default `data.size_weights`) keyed by the task's difficulty labels
+    ("2 numbers", ...)."""
     sizes = range(settings.data.numbers[0], settings.data.numbers[1] + 1)
     weights = settings.data.size_weights if weights is None else weights
     task = get_task(DEMO_TASK)

@@ -92,7 +92,8 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
         "# calibrl demo report\n",
         f"Tiny Countdown model, {settings.data.numbers[0]}–{settings.data.numbers[1]} numbers in "
         f"1..{settings.data.max_number}; evaluation on {before.get('count')} answers "
-        f"({settings.eval.samples} per held-out problem, temperature {settings.eval.temperature}).\n",
+        f"({settings.eval.samples} per held-out problem, "
+        f"temperature {settings.eval.temperature}).\n",
         "## Before and after RL\n",
         metrics_table(rows),
     ]

@@ -1,8 +1,8 @@
 """What every settings class shares: unknown keys refused, frozen values, one-line errors.
 
-A section is a pydantic model whose every field has help text. Building one with `create` (as the
-loader does for files, options and `key=value` overrides) turns a bad value into one `UserError` line that names
-the dotted key (and, for an unknown key, the closest known one).
+A section is a pydantic model whose every field has help text. Building one with `create` (as
+the loader does for files, options and `key=value` overrides) turns a bad value into one
+`UserError` line that names the dotted key (and, for an unknown key, the closest known one).
 """
 
 from __future__ import annotations

@@ -38,3 +38,26 @@ def test_init_bad_sizes_are_user_errors(tmp_path):
 def test_init_needs_out():
     result = CliRunner().invoke(app, ["init"])
     assert result.exit_code == 2
+
+
+def test_init_fits_the_tokenizer_to_the_task_asked_for(tmp_path):
+    from transformers import AutoTokenizer
+
+    vocab = {}
+    for task in ("countdown", "numeric_qa"):
+        result = CliRunner().invoke(app, ["init", "--out", str(tmp_path / task), *SMALL,
+                                          "--task", task])
+        assert result.exit_code == 0, result.output
+        vocab[task] = AutoTokenizer.from_pretrained(tmp_path / task).get_vocab()
+    assert "Ġapples" in vocab["numeric_qa"] and "Ġapples" not in vocab["countdown"]
+    default = tmp_path / "default"
+    assert CliRunner().invoke(app, ["init", "--out", str(default), *SMALL]).exit_code == 0
+    # The default is Countdown's tokenizer, byte for byte.
+    assert ((default / "tokenizer.json").read_bytes()
+            == (tmp_path / "countdown" / "tokenizer.json").read_bytes())
+
+
+def test_init_unknown_task_is_a_user_error(tmp_path):
+    result = CliRunner().invoke(app, ["init", "--out", str(tmp_path / "m"), "--task", "nope"])
+    assert isinstance(result.exception, UserError)
+    assert "unknown data_source 'nope'" in str(result.exception)

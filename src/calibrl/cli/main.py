@@ -24,8 +24,18 @@ app = typer.Typer(
 
 def _register() -> None:
     # Imported here so `calibrl --help` stays fast and a broken optional part names itself.
-    from calibrl.cli import data_cmd, demo_cmd, eval_cmd, model_cmd, probe_cmd, sft_cmd, train_cmd
+    from calibrl.cli import (
+        data_cmd,
+        data_qa_cmd,
+        demo_cmd,
+        eval_cmd,
+        model_cmd,
+        probe_cmd,
+        sft_cmd,
+        train_cmd,
+    )
 
+    data_cmd.app.command("numeric-qa")(data_qa_cmd.numeric_qa)
     app.add_typer(data_cmd.app, name="data")
     app.add_typer(model_cmd.app, name="model")
     app.command("demo")(demo_cmd.demo)

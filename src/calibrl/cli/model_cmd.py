@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from calibrl.models.sizes import TinyModelSizes
+from calibrl.tasks import DEFAULT_TASK
 
 app = typer.Typer(
     help="The tiny model calibrl builds itself (no downloads).",
@@ -50,6 +51,8 @@ def init(
         bool, typer.Option(help="Share the input embedding and output matrix.")
     ] = _DEFAULT.tie_embeddings,
     seed: Annotated[int, typer.Option(help="Seed of the weight initialisation.")] = 0,
+    task: Annotated[str, typer.Option(help="Task whose prompts the tokenizer is fitted to "
+                                      "(a data_source, e.g. numeric_qa).")] = DEFAULT_TASK,
     overwrite: Annotated[bool, typer.Option(help="Write into a folder that is not empty.")] = False,
 ) -> None:
     """Create a freshly initialised model + tokenizer loadable with `from_pretrained`."""
@@ -57,11 +60,13 @@ def init(
     from transformers import AutoModelForCausalLM
 
     from calibrl.models.tiny import count_parameters, create_tiny_model
+    from calibrl.tasks import get_task
 
     path = create_tiny_model(
         out,
         seed=seed,
         overwrite=overwrite,
+        task=get_task(task).name,  # an unknown task is a UserError naming the known ones
         hidden_size=hidden_size,
         num_layers=num_layers,
         num_heads=num_heads,

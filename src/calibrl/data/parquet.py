@@ -31,6 +31,11 @@ _TASK_TYPES: dict[str, tuple[pa.DataType, list[tuple[str, pa.DataType]]]] = {
         pa.struct([("target", pa.int64()), ("numbers", pa.list_(pa.int64()))]),
         [("solution", pa.string()), ("steps", pa.list_(pa.string()))],
     ),
+    "numeric_qa": (
+        pa.struct([("question", pa.string()), ("answer", pa.string()),
+                   ("num_steps", pa.int64())]),
+        [("solution", pa.string()), ("steps", pa.list_(pa.string()))],
+    ),
 }
 DEFAULT_TASK = "countdown"  # schema of a file with no rows
 SUFFIXES = (".parquet", ".json", ".jsonl")

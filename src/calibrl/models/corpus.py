@@ -119,13 +119,14 @@ def _confidence_values() -> list[str]:
     return values + ["0", "1"]
 
 
-def tokenizer_corpus(seed: int = 0) -> list[str]:
-    """Deterministic list of texts the BPE merges are learned from."""
+def tokenizer_corpus(seed: int = 0, task: str = DEFAULT_TASK) -> list[str]:
+    """Deterministic list of texts the BPE merges are learned from; `task` names the task
+    whose prompts (`Task.corpus_texts`) it holds, the rest is the same for every task."""
     rng = random.Random(seed)
     texts: list[str] = list(_digit_strings())
     texts += [f"{role}\n" for role in ROLES]  # ChatML role lines
     texts += [f"{role.capitalize()}: " for role in ROLES]  # the plain "User: ..." format
-    texts += get_task(DEFAULT_TASK).corpus_texts(rng)  # the task's prompts, in every style
+    texts += get_task(task).corpus_texts(rng)  # the task's prompts, in every style
     texts += _equation_lines(rng, 50)
     texts += CONFIDENCE_QUESTIONS
     texts.append(RLCR_INSTRUCTION)

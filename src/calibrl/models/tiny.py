@@ -26,6 +26,7 @@ from transformers import (
 from calibrl.errors import UserError
 from calibrl.models.sizes import TinyModelSizes
 from calibrl.models.tokenizer import build_tokenizer
+from calibrl.tasks import DEFAULT_TASK
 
 
 def tiny_config(tokenizer: PreTrainedTokenizerBase, sizes: TinyModelSizes) -> LlamaConfig:
@@ -74,11 +75,13 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 
 def create_tiny_model(
-    out_dir: str | Path, *, seed: int = 0, overwrite: bool = False, **sizes: Any
+    out_dir: str | Path, *, seed: int = 0, overwrite: bool = False, task: str = DEFAULT_TASK,
+    **sizes: Any,
 ) -> Path:
     """Build tokenizer + model and `save_pretrained` both into `out_dir`; returns the path.
 
-    Refuses a folder that already has files in it unless `overwrite`.
+    The tokenizer is fitted to `task`'s prompts (`build_tokenizer`). Refuses a folder that
+    already has files in it unless `overwrite`.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -86,7 +89,7 @@ def create_tiny_model(
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise UserError(f"{out} is not empty (pass overwrite to replace its model)")
     shape = TinyModelSizes(**sizes)
-    tokenizer = build_tokenizer(model_max_length=shape.max_position_embeddings)
+    tokenizer = build_tokenizer(model_max_length=shape.max_position_embeddings, task=task)
     model = build_tiny_model(tokenizer, seed=seed, **sizes)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(out)

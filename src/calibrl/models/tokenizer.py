@@ -1,4 +1,5 @@
-"""A small byte-level BPE tokenizer for Countdown conversations, built in code with `tokenizers`.
+"""A small byte-level BPE tokenizer for a task's conversations (Countdown unless told otherwise),
+built in code with `tokenizers`.
 
 Design (why, in short):
 - Byte-level BPE (the GPT-2 / Qwen2 scheme): every string encodes, and decode(encode(text)) ==
@@ -28,6 +29,7 @@ from transformers import PreTrainedTokenizerFast
 
 from calibrl.models.corpus import tokenizer_corpus
 from calibrl.protocol.tags import TAGS
+from calibrl.tasks import DEFAULT_TASK
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -47,8 +49,9 @@ CHAT_TEMPLATE = (
 _VOCAB_CEILING = 1 << 16
 
 
-def build_core_tokenizer() -> Tokenizer:
-    """The raw `tokenizers.Tokenizer`: pre-tokenizer, merges learned from the corpus, tags."""
+def build_core_tokenizer(task: str = DEFAULT_TASK) -> Tokenizer:
+    """The raw `tokenizers.Tokenizer`: pre-tokenizer, merges learned from the corpus of `task`
+    (`tokenizer_corpus`), tags."""
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -64,15 +67,17 @@ def build_core_tokenizer() -> Tokenizer:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    core.train_from_iterator(tokenizer_corpus(), trainer=trainer)
+    core.train_from_iterator(tokenizer_corpus(task=task), trainer=trainer)
     core.add_tokens([AddedToken(tag, special=False, normalized=False) for tag in TAGS])
     return core
 
 
-def build_tokenizer(model_max_length: int = 2048) -> PreTrainedTokenizerFast:
-    """The transformers fast tokenizer with the ChatML template; same output on every call."""
+def build_tokenizer(model_max_length: int = 2048, task: str = DEFAULT_TASK
+                    ) -> PreTrainedTokenizerFast:
+    """The transformers fast tokenizer with the ChatML template, fitted to `task`'s prompts;
+    same output on every call."""
     return PreTrainedTokenizerFast(
-        tokenizer_object=build_core_tokenizer(),
+        tokenizer_object=build_core_tokenizer(task),
         eos_token=IM_END,
         pad_token=PAD_TOKEN,
         chat_template=CHAT_TEMPLATE,

@@ -10,6 +10,24 @@ from collections.abc import Sequence
 
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 
+# Where the model's reply starts in a decoded prompt+response string: the plain "User: ...
+# Assistant:" format, then ChatML's assistant turn (a reward manager decodes special tokens).
+RESPONSE_MARKERS = ("Assistant:", "<|im_start|>assistant")
+
+
+def response_part(solution_str: str) -> str:
+    """What follows the first response marker of a decoded prompt+response string (the first
+    marker of `RESPONSE_MARKERS` that occurs wins), or the whole string if none occurs.
+
+    So a prompt that names the answer tags ("... in <answer> </answer> tags") is never read as
+    the model's answer. verl's reward functions receive prompt and response as one string.
+    """
+    for marker in RESPONSE_MARKERS:
+        head, found, tail = solution_str.partition(marker)
+        if found:
+            return tail
+    return solution_str
+
 
 def answer_part(text: str) -> str:
     """`text` up to the end of its last `</answer>`, or all of it if there is none.

@@ -205,3 +205,4 @@ def _ensure_builtin_tasks() -> None:
     # Importing registers them; done lazily so `calibrl.tasks.base` has no import cycle. The only
     # import of a built-in task outside its own package.
     import calibrl.tasks.countdown  # noqa: F401
+    import calibrl.tasks.numeric_qa  # noqa: F401

@@ -13,9 +13,10 @@ from calibrl.data.example import TaskExample, as_integer
 from calibrl.data.parquet import load_examples
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion, get_task
-from calibrl.tasks.countdown.generate import CountdownInstance, instance_key, resolve_test_size
+from calibrl.tasks.countdown.generate import CountdownInstance, instance_key
 from calibrl.tasks.countdown.prompts import DEFAULT_PROMPT_STYLE, make_messages
 from calibrl.tasks.countdown.solver import solve
+from calibrl.tasks.splits import resolve_test_size
 
 SOURCE = "countdown"
 

@@ -29,11 +29,11 @@ from math import comb
 
 from calibrl.errors import UserError
 from calibrl.tasks.countdown.solver import MAX_NUMBERS, Solution, solve
+from calibrl.tasks.splits import resolve_test_size
 
 DEFAULT_NUM_NUMBERS = (3, 4)
 DEFAULT_MAX_NUMBER = 100
 DEFAULT_TARGET_RANGE = (1, 100)
-DEFAULT_TEST_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
@@ -52,24 +52,6 @@ class CountdownInstance:
 def instance_key(numbers: tuple[int, ...] | list[int], target: int) -> tuple[tuple[int, ...], int]:
     """Two instances are the same problem iff their sorted numbers and targets are equal."""
     return tuple(sorted(numbers)), target
-
-
-def resolve_test_size(n: int, test_size: int | None, test_fraction: float | None) -> int:
-    """How many of `n` rows go to the test split; at most one of the two options may be given.
-
-    Neither given: `DEFAULT_TEST_FRACTION`. A fraction rounds to the nearest row count.
-    """
-    if test_size is not None and test_fraction is not None:
-        raise UserError("give either a test size or a test fraction, not both")
-    if test_fraction is not None:
-        if not 0.0 <= test_fraction <= 1.0:  # also false for NaN
-            raise UserError(f"test fraction must be in [0, 1], got {test_fraction}")
-        return round(n * test_fraction)
-    if test_size is None:
-        return round(n * DEFAULT_TEST_FRACTION)
-    if not 0 <= test_size <= n:
-        raise UserError(f"test size must be in [0, {n}] (the number of rows), got {test_size}")
-    return test_size
 
 
 def count_instances(

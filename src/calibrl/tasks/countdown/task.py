@@ -18,7 +18,6 @@ from calibrl.tasks.countdown.generate import (
     DEFAULT_MAX_NUMBER,
     DEFAULT_NUM_NUMBERS,
     DEFAULT_TARGET_RANGE,
-    DEFAULT_TEST_FRACTION,
     generate_countdown,
     instance_key,
 )
@@ -32,6 +31,7 @@ from calibrl.tasks.countdown.prompts import (
     user_prompt,
 )
 from calibrl.tasks.countdown.reward import compute_score, extract_solution, verify_equation_strict
+from calibrl.tasks.splits import DEFAULT_TEST_FRACTION
 
 if TYPE_CHECKING:
     import random

@@ -22,8 +22,8 @@ from calibrl.protocol.tags import (
     CONFIDENCE_OPEN,
 )
 from calibrl.rollout.engine import Generation
+from calibrl.settings import TrainSettings, load_settings
 from calibrl.tasks import get_task
-from calibrl.training.config import load_config
 from calibrl.training.trainer import Trainer
 
 QA = get_task("numeric_qa")
@@ -130,10 +130,9 @@ class NullLogger:
 def test_each_mode_is_rewarded_by_the_numeric_verifier(pipeline, tmp_path, mode):
     root = pipeline
     train = load_examples(root / "data/train.parquet")
-    cfg = load_config(CONFIG, [f"model.path={root / 'init'}",
-                               f"data.train_path={root / 'data/train.parquet'}",
-                               f"algorithm.mode={mode}", f"logging.output_dir={tmp_path}",
-                               "logging.run_name=r", *TOY])
+    cfg = load_settings(TrainSettings, CONFIG, [
+        f"model.path={root / 'init'}", f"data.train_path={root / 'data/train.parquet'}",
+        f"algorithm.mode={mode}", f"logging.output_dir={tmp_path}", "logging.run_name=r", *TOY])
     trainer = Trainer(cfg)
     trainer.engine = AnswerKeyEngine(trainer.tokenizer, {
         e.ground_truth["question"]: e.ground_truth["answer"] for e in train})

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calibrl.tasks.countdown import compute_score, evaluate_equation
-from calibrl.tasks.countdown import safe_eval
+from calibrl.tasks.countdown import compute_score, evaluate_equation, safe_eval
 from calibrl.tasks.countdown.safe_eval import MAX_INT_BITS, MAX_NONSPACE_CHARS, safe_evaluate
 from reference import countdown_eval as ref
 

@@ -26,6 +26,7 @@ from transformers import (
 from calibrl.errors import UserError
 from calibrl.models.sizes import TinyModelSizes
 from calibrl.models.tokenizer import build_tokenizer
+from calibrl.utils.files import check_output_dir
 
 
 def tiny_config(tokenizer: PreTrainedTokenizerBase, sizes: TinyModelSizes) -> LlamaConfig:
@@ -81,8 +82,7 @@ def create_tiny_model(
     Refuses a folder that already has files in it unless `overwrite`.
     """
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out} exists and is not a folder")
+    check_output_dir(out, "model folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise UserError(f"{out} is not empty (pass overwrite to replace its model)")
     shape = TinyModelSizes(**sizes)

@@ -25,6 +25,7 @@ from pydantic import (
 from calibrl.errors import UserError
 from calibrl.protocol.modes import DEFAULT_MODE, get_mode, modes_help
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION as DEFAULT_CONFIDENCE_QUESTION
+from calibrl.utils.files import read_text_file
 
 
 class _Section(BaseModel):
@@ -256,7 +257,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not path.is_file():
             raise UserError(f"config file not found: {path}")
         try:
-            loaded = yaml.safe_load(path.read_text())
+            loaded = yaml.safe_load(read_text_file(path, "config file"))
         except yaml.YAMLError as err:
             raise UserError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}"
                             ) from None

@@ -140,7 +140,9 @@ def countdown(
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
     from calibrl.data import write_examples
+    from calibrl.utils.files import check_output_dir
 
+    check_output_dir(out, "--out")
     if prompt_style not in COUNTDOWN.prompt_styles:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
                         f"{', '.join(COUNTDOWN.prompt_styles)}")

@@ -1,7 +1,9 @@
 """`calibrl` entry point.
 
 Each command group lives in its own module and is added here; commands only parse arguments and
-call library functions. `UserError` anywhere becomes one line on stderr and exit code 2.
+call library functions. `UserError` anywhere becomes one line on stderr and exit code 2, and so
+does a file-system error the user can fix (a full disk, a read-only or file-blocked output path)
+wherever a writer meets it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 import typer
 
 from calibrl.errors import UserError
+from calibrl.utils.files import describe_os_error
 
 app = typer.Typer(
     name="calibrl",
@@ -60,6 +63,12 @@ def main(argv: list[str] | None = None) -> None:
         app(args=argv, standalone_mode=False)
     except UserError as err:
         typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
+    except OSError as err:
+        message = describe_os_error(err)
+        if message is None:
+            raise  # not the user's to fix: keep the traceback
+        typer.echo(f"error: {message}", err=True)
         sys.exit(2)
     except typer.Exit as ex:
         sys.exit(ex.exit_code)

@@ -95,6 +95,12 @@ def write_examples(path: str | Path, examples: list[TaskExample]) -> Path:
     return path
 
 
+def _int_limit_message(err: ValueError) -> str:
+    # json.loads raises a plain ValueError for an integer over Python's int-string conversion
+    # limit (4,300 digits by default); its advice to raise the limit is not the user's fix.
+    return f"{err}".split(";")[0].replace("Exceeds the limit", "an integer exceeds the limit")
+
+
 def _json_rows(path: Path, text: str) -> list[Any]:
     """A JSON array of rows, or JSON lines (one row per non-empty line)."""
     if path.suffix == ".json" and text.lstrip().startswith("["):
@@ -102,6 +108,8 @@ def _json_rows(path: Path, text: str) -> list[Any]:
             return json.loads(text)
         except json.JSONDecodeError as err:
             raise UserError(f"{path}: not valid JSON (line {err.lineno}: {err.msg})") from None
+        except ValueError as err:
+            raise UserError(f"{path}: {_int_limit_message(err)}") from None
     rows = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.strip():
@@ -109,6 +117,8 @@ def _json_rows(path: Path, text: str) -> list[Any]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as err:
                 raise UserError(f"{path}: line {lineno} is not valid JSON ({err.msg})") from None
+            except ValueError as err:
+                raise UserError(f"{path}: line {lineno}: {_int_limit_message(err)}") from None
     return rows
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from calibrl.errors import UserError
 from calibrl.evaluation.plots import plot_reliability_overlay, plot_risk_coverage
 from calibrl.evaluation.report import load_bins, load_metrics, load_risk_coverage
+from calibrl.utils.plotting import check_figure_path
 
 # (metrics.json key, column header, format). Arrows say which direction is better.
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -117,6 +118,9 @@ def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None
     plot if `risk_coverage_path`. Raises `UserError` naming the file when a run's
     `metrics.json` (or, for a plot, `bins.json` / `risk_coverage.json`) is missing or malformed.
     """
+    for path, option in ((plot_path, "--plot"), (risk_coverage_path, "--risk-coverage-plot")):
+        if path is not None:
+            check_figure_path(path, option)
     dirs = _check_dirs(run_dirs)
     rows = [load_metrics(d) for d in dirs]
     tables = [metrics_table(rows)]

@@ -33,6 +33,7 @@ from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_con
 from calibrl.settings.eval import EvalSection
 from calibrl.tasks import get_task
 from calibrl.utils.atomic import atomic_write_text
+from calibrl.utils.files import check_output_dir
 
 
 def _stated_confidence(spec: ModeSpec, answer: AnswerNode) -> float | None:
@@ -94,6 +95,7 @@ def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
     from calibrl.models.loading import load_policy, resolve_model_path
 
     out = Path(out_dir)
+    check_output_dir(out, "output folder")  # before minutes of generation, not after
     examples = load_examples(data_path)[: settings.max_examples]
     if not examples:
         raise UserError(f"no examples to evaluate in {data_path}")

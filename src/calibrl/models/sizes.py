@@ -6,6 +6,14 @@ from dataclasses import dataclass
 
 from calibrl.errors import UserError
 
+# The tiny family is built and trained on a CPU; 1e9 parameters are 4 GB of fp32 weights (plus as
+# much again for gradients and twice that for Adam). Beyond it, building would exhaust memory or
+# spend minutes initialising instead of failing, so such a config is refused up front.
+MAX_PARAMETERS = 1_000_000_000
+MAX_POSITIONS = 1 << 20
+# The built tokenizer has ~2k tokens; its exact size needs the tokenizer, which this file avoids.
+VOCABULARY_ALLOWANCE = 4096
+
 
 @dataclass(frozen=True)
 class TinyModelSizes:
@@ -46,6 +54,21 @@ class TinyModelSizes:
             raise UserError(
                 f"num_heads {self.num_heads} is not divisible by num_kv_heads {self.kv_heads}"
             )
+        if self.max_position_embeddings > MAX_POSITIONS:
+            raise UserError(f"max_position_embeddings {self.max_position_embeddings:,} is over "
+                            f"the tiny model's limit of {MAX_POSITIONS:,}")
+        if self.parameters() > MAX_PARAMETERS:
+            raise UserError(f"these sizes give about {self.parameters():,} parameters, over the "
+                            f"tiny model's limit of {MAX_PARAMETERS:,}")
+
+    def parameters(self, vocab_size: int = VOCABULARY_ALLOWANCE) -> int:
+        """Number of parameters of a model of these sizes with `vocab_size` tokens."""
+        head = self.hidden_size // self.num_heads
+        width = self.hidden_size
+        attention = 2 * width * width + 2 * width * head * self.kv_heads  # q, o; k, v
+        per_layer = attention + 3 * width * self.mlp_size + 2 * width  # + SwiGLU MLP, 2 norms
+        embeddings = vocab_size * self.hidden_size * (1 if self.tie_embeddings else 2)
+        return self.num_layers * per_layer + embeddings + self.hidden_size
 
     @property
     def kv_heads(self) -> int:

@@ -27,6 +27,7 @@ from calibrl.errors import UserError
 from calibrl.models.sizes import TinyModelSizes
 from calibrl.models.tokenizer import build_tokenizer
 from calibrl.tasks import DEFAULT_TASK
+from calibrl.utils.files import check_output_dir
 
 
 def tiny_config(tokenizer: PreTrainedTokenizerBase, sizes: TinyModelSizes) -> LlamaConfig:
@@ -84,8 +85,7 @@ def create_tiny_model(
     already has files in it unless `overwrite`.
     """
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out} exists and is not a folder")
+    check_output_dir(out, "model folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise UserError(f"{out} is not empty (pass overwrite to replace its model)")
     shape = TinyModelSizes(**sizes)

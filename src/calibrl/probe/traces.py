@@ -198,6 +198,9 @@ def given_trace(row: Any, line: int, examples: Sequence[TaskExample],
         if example is None:
             raise UserError(f"{where}: no prompt and no matching example in the data")
         prompt = example.messages
+    if isinstance(prompt, (str, list)) and not prompt:
+        # An empty chat cannot be templated, and no prompt at all gives the chain no problem.
+        raise UserError(f"{where}: 'prompt' is empty")
     if isinstance(prompt, str):
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         opened = prompt.rstrip().endswith(config.think_open)
@@ -249,32 +252,41 @@ def read_given_traces(path: str | Path, examples: Sequence[TaskExample], tokeniz
     for ex in examples:
         by_index.setdefault(ex.index, ex)
     seen = 0
-    with path.open(encoding="utf-8") as fh:
-        for line, text in enumerate(fh):
-            if not text.strip():
-                continue
-            seen += 1
-            if config.limit is not None and seen > config.limit:
-                return
-            if line <= after:
-                continue
-            where = f"{path} line {line + 1}"
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise UserError(f"{where}: not JSON ({err.msg})") from None
-            yield given_trace(row, line, examples, by_index, tokenizer, config, where)
+    for line, text in _lines(path):
+        if not text.strip():
+            continue
+        seen += 1
+        if config.limit is not None and seen > config.limit:
+            return
+        if line <= after:
+            continue
+        where = f"{path} line {line + 1}"
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise UserError(f"{where}: not JSON ({err.msg})") from None
+        except ValueError as err:  # an integer over Python's 4,300-digit conversion limit
+            raise UserError(f"{where}: {err}".split(";")[0]) from None
+        yield given_trace(row, line, examples, by_index, tokenizer, config, where)
 
 
 def count_given_traces(path: str | Path, after: int = -1) -> tuple[int, int]:
     """Non-blank lines of a traces file: in all, and up to line `after` (progress bar)."""
     total = done = 0
-    with Path(path).open(encoding="utf-8") as fh:
-        for line, text in enumerate(fh):
-            if text.strip():
-                total += 1
-                done += line <= after
+    for line, text in _lines(Path(path)):
+        if text.strip():
+            total += 1
+            done += line <= after
     return total, done
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(0-based number, text) of each line; `UserError` if the file is not UTF-8 text."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            yield from enumerate(fh)
+    except UnicodeDecodeError as err:
+        raise UserError(f"{path}: not UTF-8 text ({err.reason})") from None
 
 
 def chain_text(tokenizer: Any, trace: Trace) -> str:

@@ -72,7 +72,9 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"config file not found: {path}")
     try:
-        loaded = yaml.safe_load(path.read_text())
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as err:
+        raise UserError(f"config file {path} is not UTF-8 text (byte {err.start})") from None
     except yaml.YAMLError as err:
         raise UserError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}"
                         ) from None

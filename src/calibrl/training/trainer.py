@@ -37,6 +37,7 @@ from transformers import get_scheduler
 from calibrl.algo import build_train_batch, histogram_values, rollout_stats, score_tree
 from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
 from calibrl.data import load_examples
+from calibrl.errors import UserError
 from calibrl.models.loading import load_policy, resolve_model_path
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, run_rollout
@@ -87,6 +88,8 @@ class Trainer:
                             if cfg.checkpoint.resume else None)
         import_task_modules(cfg.data.task_modules)
         self.examples = load_examples(cfg.data.train_path)
+        if not self.examples:
+            raise UserError(f"{cfg.data.train_path}: no training rows")
         for source in {ex.data_source for ex in self.examples}:
             get_task(source)  # unknown data_source: fail now, not at step 1
         model_path = resolve_model_path(cfg.model.path, self.run_dir)

@@ -15,6 +15,22 @@ BAR_COLOR = "#4c72b0"  # neutral bars (accuracy per bin, decided-at counts)
 DPI = 120
 
 
+def check_figure_path(out_path: str | Path, what: str) -> None:
+    """Refuse, before any work, a figure path matplotlib cannot write (format or folder)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    from calibrl.errors import UserError
+    from calibrl.utils.files import check_output_file
+
+    out = Path(out_path)
+    formats = FigureCanvasBase.get_supported_filetypes()
+    suffix = out.suffix.lower().lstrip(".")
+    if suffix and suffix not in formats:  # no suffix: matplotlib writes PNG
+        raise UserError(f"{what} {out}: unknown figure format {out.suffix!r}; use one of "
+                        f"{', '.join('.' + f for f in sorted(formats))}")
+    check_output_file(out, what)
+
+
 def save_figure(fig: Any, out_path: str | Path) -> Path:
     """Write a matplotlib `Figure` as PNG at `DPI`, creating parent folders; returns the path."""
     out = Path(out_path)

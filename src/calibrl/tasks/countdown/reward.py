@@ -5,12 +5,16 @@ but uses the wrong numbers, fails to evaluate or misses the target, and `score` 
 target within 1e-5. Every step follows TinyZero's `countdown.py` reward exactly (a transcription
 in `tests/reference/countdown_eval.py` is the tests' oracle); the differences are only in cost:
 
-* `extract_solution` scans for `<answer>...</answer>` with `str.find` (linear), where the lazy
-  regex of the reference is quadratic on a line with many unclosed `<answer>` tags;
+* `extract_solution` finds the last `<answer>...</answer>` with `str.find`/`rfind` (linear, no
+  Python loop over matches), where the lazy regex of the reference is quadratic on a line with
+  many unclosed `<answer>` tags;
 * `validate_equation` stops reading numbers once there are more than allowed (the answer is
   already False), so a megabyte of digits is rejected without converting each run to int;
 * `evaluate_equation` never calls `eval`: see `safe_eval.safe_evaluate` for the one place
-  (astronomically large integers) where it refuses what `eval` would grind through.
+  (integers beyond a stated bound) where it refuses what `eval` would grind through; an equation
+  with a non-ASCII character is None without parsing (`eval` fails on every one).
+
+Every input up to 1 MB is scored in under 10 ms (`benchmarks/verifier_1mb.py` measures it).
 
 The reference also printed a random 1-in-64 sample using the global `random` state; we do not,
 because that silently changes every other consumer of that RNG.
@@ -27,14 +31,47 @@ from calibrl.tasks.countdown.safe_eval import safe_evaluate
 
 # Markers after which the model's response starts in a decoded prompt+response string.
 _RESPONSE_MARKERS = ("Assistant:", "<|im_start|>assistant")
-_ALLOWED_CHARS = re.compile(r"^[\d+\-*/().\s]+$")
+_MARKERS_SHARED = "ssistant"
 _NUMBER = re.compile(r"\d+")
 TOLERANCE = 1e-5
 
-# Byte-level fast paths for ASCII text (what models emit), derived from the regexes above so they
-# cannot drift: the ASCII characters `[\d+\-*/().\s]` accepts, and everything that is not a digit.
+# The reference's allowed characters are `^[\d+\-*/().\s]+$`. Byte-level fast paths for ASCII text,
+# derived from regexes so they cannot drift: the ASCII characters that class accepts, and
+# everything that is not a digit.
 _ALLOWED_ASCII = bytes(i for i in range(128) if re.match(r"[\d+\-*/().\s]", chr(i)))
 _NON_DIGITS_TO_SPACE = bytes(i if chr(i).isdigit() and i < 128 else 32 for i in range(256))
+
+
+def _response_last_line(solution_str: str) -> str:
+    # One scan for the substring both markers share: on a long string without either marker
+    # (most of the hostile ones) it halves the time spent looking for them.
+    if _MARKERS_SHARED in solution_str:
+        for marker in _RESPONSE_MARKERS:
+            at = solution_str.find(marker)
+            if at != -1:
+                solution_str = solution_str[at + len(marker) :]
+                break
+    return solution_str.rpartition("\n")[2]
+
+
+def _last_answer(line: str) -> str | None:
+    """The group of the last match of `re.finditer(r"<answer>(.*?)</answer>", line)`, unstripped.
+
+    Found from the end with str.find/rfind, where a Python loop over 60,000 matches costs tens of
+    ms. The matches are leftmost and non-overlapping, each closed by the first "</answer>" after
+    its opening tag, and the two tags cannot overlap each other. So the last "<answer>" before the
+    last "</answer>" lies inside the last match, which therefore ends at the first "</answer>"
+    after it, and opens at the first "<answer>" after the last "</answer>" before that tag.
+    """
+    last_close = line.rfind(ANSWER_CLOSE)
+    inner_open = line.rfind(ANSWER_OPEN, 0, last_close) if last_close != -1 else -1
+    if inner_open == -1:
+        return None
+    end = line.find(ANSWER_CLOSE, inner_open + len(ANSWER_OPEN))
+    previous_close = line.rfind(ANSWER_CLOSE, 0, inner_open)
+    search_from = 0 if previous_close == -1 else previous_close + len(ANSWER_CLOSE)
+    start = line.find(ANSWER_OPEN, search_from) + len(ANSWER_OPEN)
+    return line[start:end]
 
 
 def extract_solution(solution_str: str) -> str | None:
@@ -42,24 +79,10 @@ def extract_solution(solution_str: str) -> str | None:
 
     If `"Assistant:"` occurs, the response is what follows its first occurrence; else the same
     for `"<|im_start|>assistant"`; else the whole string (the probe passes the answer alone).
-    Only the text after the last `'\\n'` is searched. Returns the stripped match, or None.
+    Only the text after the last `'\n'` is searched. Returns the stripped match, or None.
     """
-    for marker in _RESPONSE_MARKERS:
-        if marker in solution_str:
-            solution_str = solution_str.split(marker, 1)[1]
-            break
-    last_line = solution_str.rpartition("\n")[2]
-    # Same matches as re.finditer(r"<answer>(.*?)</answer>", last_line): leftmost, non-overlapping,
-    # each closed by the first "</answer>" after its opening tag.
-    found, pos = None, 0
-    while (start := last_line.find(ANSWER_OPEN, pos)) != -1:
-        body_start = start + len(ANSWER_OPEN)
-        end = last_line.find(ANSWER_CLOSE, body_start)
-        if end == -1:
-            break  # no later "<answer>" can be closed either
-        found = (body_start, end)
-        pos = end + len(ANSWER_CLOSE)
-    return None if found is None else last_line[found[0] : found[1]].strip()
+    answer = _last_answer(_response_last_line(solution_str))
+    return None if answer is None else answer.strip()
 
 
 def validate_equation(equation_str: str, available_numbers: Iterable[Any]) -> bool:
@@ -94,10 +117,12 @@ def evaluate_equation(equation_str: str) -> Any:
     syntax) give None, as in the reference.
     """
     try:
-        if equation_str.isascii():
-            allowed = bool(equation_str) and not equation_str.encode().translate(None, _ALLOWED_ASCII)
-        else:
-            allowed = _ALLOWED_CHARS.match(equation_str) is not None
+        if not equation_str.isascii():
+            # `eval` fails on every one: outside string literals and comments (which need `'"#`),
+            # Python's tokenizer takes a non-ASCII character only inside a name, and no name
+            # starts with a Unicode digit or space (nor can a name evaluate under this filter).
+            return None
+        allowed = bool(equation_str) and not equation_str.encode().translate(None, _ALLOWED_ASCII)
     except (TypeError, AttributeError):
         return None
     return safe_evaluate(equation_str) if allowed else None
@@ -125,6 +150,10 @@ def compute_score(
     equation = extract_solution(solution_str)
     if equation is None:
         return 0
+    if not equation.isascii():
+        # evaluate_equation is None for these, so the score is format_score whatever the numbers;
+        # skipping validate_equation saves a Unicode regex scan (~20 ms per MB).
+        return format_score
     if not validate_equation(equation, numbers):
         return format_score
     try:

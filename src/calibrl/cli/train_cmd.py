@@ -13,6 +13,8 @@ def train(
     config: Path = typer.Option(None, "--config", "-c", help="YAML config file."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint "
                                 "of the run directory (same as checkpoint.resume=auto)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run directory that "
+                                   "already holds a run (same as checkpoint.overwrite=true)."),
 ) -> None:
     """Train with RL (two-turn RLCR, single-turn RLCR or RLVR) from one config."""
     from calibrl.training.config import load_config
@@ -21,4 +23,6 @@ def train(
     items = list(overrides or [])
     if resume:
         items.append("checkpoint.resume=auto")
+    if overwrite:
+        items.append("checkpoint.overwrite=true")
     Trainer(load_config(config, items)).train()

@@ -28,7 +28,8 @@ from calibrl.protocol.prompts import CONFIDENCE_QUESTION as DEFAULT_CONFIDENCE_Q
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # No inf/nan anywhere: `optim.lr=.inf` would train an all-NaN model.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class ModelConfig(_Section):
@@ -152,8 +153,10 @@ class LoggingConfig(_Section):
 class CheckpointConfig(_Section):
     every: int = Field(20, gt=0, description="Steps between checkpoints.")
     keep_last: int = Field(2, ge=1, description="Checkpoints kept (older ones deleted).")
-    resume: str | None = Field(None, description="'auto' (latest in the run directory) or a "
-                               "checkpoint path to resume from.")
+    resume: str | None = Field(None, description="'auto' (the newest intact checkpoint in the run "
+                               "directory) or a checkpoint path to resume from.")
+    overwrite: bool = Field(False, description="Replace a run directory that already holds a "
+                            "run; the new run is written beside it and swapped in when done.")
 
 
 class Config(_Section):

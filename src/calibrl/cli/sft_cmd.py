@@ -50,6 +50,9 @@ def sft(
     threads: int | None = typer.Option(None, "--threads", help=_help("threads")),
     seed: int | None = typer.Option(None, "--seed", help=_help("seed")),
     overwrite: bool = typer.Option(False, "--overwrite", help=_help("overwrite")),
+    resume: bool = typer.Option(False, "--resume", help=_help("resume")),
+    checkpoint_every: int | None = typer.Option(None, "--checkpoint-every",
+                                                help=_help("checkpoint_every")),
     check: int = typer.Option(0, "--check", help="After training, generate greedily for the "
                               "first N held-out (--exclude) problems and print format rates and "
                               "accuracy."),
@@ -60,14 +63,15 @@ def sft(
         "model": model, "minutes": minutes, "steps": steps, "lr": lr, "batch_tokens": batch_tokens,
         "warmup_steps": warmup_steps, "scheduler": scheduler, "bf16": bf16, "device": device,
         "threads": threads, "seed": seed, "mix": parse_mix(mix) if mix is not None else None,
-        "confidence_question": confidence_question,
+        "confidence_question": confidence_question, "checkpoint_every": checkpoint_every,
     }
     config = SFTConfig.create(
         data=str(data), out=str(out), exclude=tuple(str(p) for p in exclude), overwrite=overwrite,
+        resume=resume,
         **{k: v for k, v in given.items() if v is not None},
     )
     # Imported here so `calibrl --help` does not pay for torch and transformers.
-    from calibrl.training.sft import run_sft
+    from calibrl.training.sft_run import run_sft
 
     result, summary = run_sft(config)
     typer.echo(

@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from calibrl.data import write_examples
+from calibrl.data import write_splits
 from calibrl.data.mix import mix_by_difficulty, resample_by_difficulty
 from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
@@ -148,16 +148,15 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
         style=settings.prompt_style, num_numbers=settings.numbers,
         max_number=settings.max_number, size_weights=settings.size_weights)
     data_dir = settings.out_dir / "data"
-    write_examples(data_dir / "train.parquet", train_rows)
-    write_examples(data_dir / "test.parquet", test_rows)
     rl_rows = mix_by_difficulty(train_rows, size_shares(settings), seed=settings.seed)
-    write_examples(data_dir / "rl.parquet", rl_rows)
     sft_rows = train_rows
     if settings.sft_size_weights is not None:
         sft_rows = resample_by_difficulty(train_rows, size_shares(settings,
                                                                   settings.sft_size_weights),
                                           n=settings.sft_problems, seed=settings.seed)
-    write_examples(data_dir / "sft.parquet", sft_rows)
+    # One swap for the four files: a killed demo never pairs new training data with an old test set.
+    write_splits(data_dir, {"train": train_rows, "test": test_rows, "rl": rl_rows,
+                            "sft": sft_rows})
     console.print(f"data: {len(train_rows)} train / {len(test_rows)} test problems in "
                   f"{data_dir}; RL prompts: {len(rl_rows)} of the training problems in the test "
                   f"split's mix; SFT: {len(sft_rows)} rows of them"
@@ -191,7 +190,7 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
 def stage_sft(settings: DemoSettings) -> Path:
     """Supervised warm-up of a fresh tiny model; returns the model directory."""
     from calibrl.models import create_tiny_model
-    from calibrl.training.sft import run_sft
+    from calibrl.training.sft_run import run_sft
     from calibrl.training.sft_config import SFTConfig
 
     out = settings.out_dir / "sft"
@@ -224,7 +223,8 @@ def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
                              f"model.path={model_dir}",
                              f"data.train_path={settings.out_dir / 'data/rl.parquet'}",
                              f"optim.total_steps={settings.rl_steps}",
-                             f"logging.output_dir={settings.out_dir}", "logging.run_name=rl"])
+                             f"logging.output_dir={settings.out_dir}", "logging.run_name=rl",
+                             "checkpoint.overwrite=true"])
     return Trainer(cfg).train()
 
 

@@ -14,7 +14,8 @@ from calibrl.training.sft_data import SFTMix
 class SFTConfig(BaseModel):
     """Everything an SFT run reads; written to `OUT/sft_config.json`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan anywhere: an infinite lr or weight decay would train an all-NaN model.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     data: str = Field(description="Training parquet (verl/TinyZero schema with reference "
                       "solutions, e.g. from `calibrl data countdown`).")
@@ -23,7 +24,13 @@ class SFTConfig(BaseModel):
     out: str = Field(description="Output folder: log, config, summary and `model/`.")
     model: str = Field("tiny", description="'tiny' (a fresh default-size tiny model) or a "
                        "model folder loadable with from_pretrained.")
-    overwrite: bool = Field(False, description="Replace an existing OUT/model.")
+    overwrite: bool = Field(False, description="Replace the run already in OUT (the new run is "
+                            "written beside it and swapped in when done).")
+    resume: bool = Field(False, description="Continue the run in OUT from its newest intact "
+                         "checkpoint.")
+    checkpoint_every: int = Field(200, gt=0, description="Steps between checkpoints "
+                                  "(OUT/checkpoint-*, the newest 2 kept; one is also written at "
+                                  "the end).")
     steps: int | None = Field(None, gt=0, description="Stop after this many optimiser steps.")
     minutes: float | None = Field(None, gt=0, description="Stop after this much training time.")
     lr: float = Field(2e-3, gt=0, description="Peak AdamW learning rate (2e-3 suits the tiny "

@@ -190,8 +190,8 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
 def stage_sft(settings: DemoSettings) -> Path:
     """Supervised warm-up of a fresh tiny model; returns the model directory."""
     from calibrl.models import create_tiny_model
-    from calibrl.training.sft_run import run_sft
     from calibrl.training.sft_config import SFTConfig
+    from calibrl.training.sft_run import run_sft
 
     out = settings.out_dir / "sft"
     init = create_tiny_model(out / "init", seed=settings.seed, overwrite=True,

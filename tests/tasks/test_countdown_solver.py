@@ -2,7 +2,6 @@
 
 import random
 import re
-import time
 from fractions import Fraction
 from functools import cache
 
@@ -158,11 +157,12 @@ def test_bad_input():
             solve(numbers, target)
 
 
-def test_four_numbers_take_milliseconds():
+@pytest.mark.timeout(60)  # a hang guard; the speed itself is measured in benchmarks/solver.py
+def test_random_four_number_instances_are_solved_or_proven_unsolvable():
     rng = random.Random(0)
-    instances = [([rng.randint(1, 100) for _ in range(4)], rng.randint(1, 100)) for _ in range(100)]
-    start = time.perf_counter()
+    instances = [([rng.randint(1, 100) for _ in range(4)], rng.randint(1, 100)) for _ in range(20)]
     for numbers, target in instances:
-        solve(numbers, target)
-    # about 1 ms each on a laptop core; a generous bound so slow CI machines pass
-    assert (time.perf_counter() - start) / len(instances) < 0.03
+        solution = solve(numbers, target)
+        assert (solution is None) == (Fraction(target) not in reachable(numbers))
+        if solution is not None:
+            check_solution(numbers, target, solution)

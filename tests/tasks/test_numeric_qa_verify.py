@@ -4,7 +4,6 @@ block; 0 / 0.1 / 1.0 scores; hostile text never raises, never hangs, never score
 from __future__ import annotations
 
 import math
-import time
 from fractions import Fraction
 
 import pytest
@@ -134,14 +133,12 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(30)  # a hang guard, not a speed target
 @pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
-def test_hostile_text_is_fast_and_scores_a_finite_known_value(text):
+def test_hostile_text_never_hangs_and_scores_a_finite_known_value(text):
     gt = truth(5)
-    start = time.perf_counter()
     verdict = QA.verify(text, gt)
     score = QA.score(text, gt)
-    assert time.perf_counter() - start < 1.0
     assert verdict in (True, False)
     assert math.isfinite(score) and score in (0.0, QA.format_score, QA.correct_score)
 

@@ -54,7 +54,9 @@ def test_loss_falls_and_the_saved_model_reloads_and_generates(tmp_path):
 
     saved = save_model_atomically(model, tokenizer, tmp_path / "model")
     save_model_atomically(model, tokenizer, tmp_path / "model")  # replacing works too
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([LOG_FILE, "model"])
+    # the run's last checkpoint (every run ends with one, to resume or continue from)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([LOG_FILE, "model",
+                                                                 "checkpoint-000030"])
     loaded = AutoModelForCausalLM.from_pretrained(saved)
     loaded_tok = AutoTokenizer.from_pretrained(saved)
     reloaded = loaded.state_dict()

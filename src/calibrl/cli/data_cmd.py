@@ -139,7 +139,7 @@ def countdown(
     prompt_style: _PromptStyle = COUNTDOWN.prompt_styles[0],
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
-    from calibrl.data import write_examples
+    from calibrl.data import write_splits
     from calibrl.utils.files import check_output_dir
 
     check_output_dir(out, "--out")
@@ -160,9 +160,9 @@ def countdown(
         train, test = COUNTDOWN.generate(
             n, test_size=test_size, test_fraction=test_fraction, style=prompt_style, **options
         )
-    train_path = write_examples(out / "train.parquet", train)
-    test_path = write_examples(out / "test.parquet", test)
-    typer.echo(f"wrote {train_path} ({len(train)} rows) and {test_path} ({len(test)} rows)")
+    paths = write_splits(out, {"train": train, "test": test})
+    typer.echo(f"wrote {paths['train']} ({len(train)} rows) and {paths['test']} "
+               f"({len(test)} rows)")
 
 
 def _convert(from_path: Path, n: int | None, test_size: int | None,

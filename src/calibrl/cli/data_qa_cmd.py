@@ -46,7 +46,7 @@ def numeric_qa(
     from_path: _From = None, prompt_style: _PromptStyle = NUMERIC_QA.prompt_styles[0],
 ) -> None:
     """Generate arithmetic word problems (difficulty: steps), or convert question/answer rows."""
-    from calibrl.data import write_examples
+    from calibrl.data import write_splits
 
     if prompt_style not in NUMERIC_QA.prompt_styles:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
@@ -69,6 +69,6 @@ def numeric_qa(
                    "max_operand": max_operand, "seed": seed}
         train, test = task.generate(n, test_size=test_size, test_fraction=test_fraction,
                                     **{k: v for k, v in options.items() if v is not None})
-    train_path = write_examples(out / "train.parquet", train)
-    test_path = write_examples(out / "test.parquet", test)
-    typer.echo(f"wrote {train_path} ({len(train)} rows) and {test_path} ({len(test)} rows)")
+    paths = write_splits(out, {"train": train, "test": test})  # swapped in together
+    typer.echo(f"wrote {paths['train']} ({len(train)} rows) and {paths['test']} "
+               f"({len(test)} rows)")

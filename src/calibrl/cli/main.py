@@ -60,7 +60,10 @@ def main(argv: list[str] | None = None) -> None:
     _register()
     _quiet_libraries()
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
+        if code == 130:  # typer returns (not raises) Ctrl-C's exit code without standalone mode
+            typer.echo("aborted", err=True)
+            sys.exit(130)
     except UserError as err:
         typer.echo(f"error: {err}", err=True)
         sys.exit(2)

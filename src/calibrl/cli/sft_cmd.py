@@ -41,6 +41,8 @@ def sft(
     threads: int = SFT.option("threads", "--threads"),
     seed: int = SFT.option("seed", "--seed"),
     overwrite: bool = SFT.option("overwrite", "--overwrite"),
+    resume: bool = SFT.option("resume", "--resume"),
+    checkpoint_every: int = SFT.option("checkpoint_every", "--checkpoint-every"),
     check: int = typer.Option(0, "--check", help="After training, generate greedily for the "
                               "first N held-out (--exclude) problems and print format rates and "
                               "accuracy."),
@@ -49,7 +51,7 @@ def sft(
     settings = SFT.load(ctx)
     _check_args(check, settings.exclude)
     # Imported here so `calibrl --help` does not pay for torch and transformers.
-    from calibrl.training.sft import run_sft
+    from calibrl.training.sft_run import run_sft
 
     result, summary = run_sft(settings)
     typer.echo(

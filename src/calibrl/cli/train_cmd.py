@@ -9,8 +9,9 @@ import typer
 from calibrl.cli.options import OptionMap, config_option, overrides_argument
 from calibrl.settings.train import TrainSettings
 
-# Every setting of a run is a key=value override (`optim.lr=1e-5`); `--resume` is a shortcut.
-TRAIN = OptionMap(TrainSettings, extra=frozenset({"resume"}))
+# Every setting of a run is a key=value override (`optim.lr=1e-5`); `--resume` and
+# `--overwrite` are shortcuts.
+TRAIN = OptionMap(TrainSettings, extra=frozenset({"resume", "overwrite"}))
 
 
 def train(
@@ -19,8 +20,12 @@ def train(
     config: Path = config_option(),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint "
                                 "of the run directory (same as checkpoint.resume=auto)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run directory that "
+                                   "already holds a run (same as checkpoint.overwrite=true)."),
 ) -> None:
     """Train with RL (two-turn RLCR, single-turn RLCR or RLVR) from one config."""
     from calibrl.training.trainer import Trainer
 
-    Trainer(TRAIN.load(ctx, then=["checkpoint.resume=auto"] if resume else [])).train()
+    then = (["checkpoint.resume=auto"] if resume else []) + (
+        ["checkpoint.overwrite=true"] if overwrite else [])
+    Trainer(TRAIN.load(ctx, then=then)).train()

@@ -5,7 +5,13 @@ A task makes its own data sets (`Task.generate`, `Task.convert_file`).
 """
 
 from calibrl.data.example import TaskExample, example_from_row
-from calibrl.data.parquet import arrow_schema, load_examples, read_rows, write_examples
+from calibrl.data.parquet import (
+    arrow_schema,
+    load_examples,
+    read_rows,
+    write_examples,
+    write_splits,
+)
 
 __all__ = [
     "TaskExample",
@@ -14,4 +20,5 @@ __all__ = [
     "load_examples",
     "read_rows",
     "write_examples",
+    "write_splits",
 ]

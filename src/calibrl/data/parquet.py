@@ -1,7 +1,9 @@
 """Read and write data files: parquet in the verl/TinyZero schema, JSON and JSON lines.
 
 Writes are atomic (a temporary file in the same folder, then `os.replace`), so a reader never sees
-half a file and an interrupted run leaves the old file in place. Each column has a fixed Arrow
+half a file and an interrupted run leaves the old file in place. Splits that belong together
+(train and test) are swapped in together (`write_splits`), so a kill never pairs a new train split
+with an old test split that shares its problems. Each column has a fixed Arrow
 type, so a split with no rows still carries the full schema and the same rows always give the
 same bytes.
 """
@@ -9,9 +11,7 @@ same bytes.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from calibrl.data.example import TaskExample, example_from_row
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
+from calibrl.utils.atomic import atomic_dir, atomic_file
 
 _MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 _EXTRA_BASE = [("split", pa.string()), ("index", pa.int64())]
@@ -83,15 +84,8 @@ def write_examples(path: str | Path, examples: list[TaskExample]) -> Path:
     """Write `examples` as one parquet file, atomically; returns the path written."""
     path = Path(path)
     table = examples_to_table(examples)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_file(path) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
@@ -99,6 +93,18 @@ def _int_limit_message(err: ValueError) -> str:
     # json.loads raises a plain ValueError for an integer over Python's int-string conversion
     # limit (4,300 digits by default); its advice to raise the limit is not the user's fix.
     return f"{err}".split(";")[0].replace("Exceeds the limit", "an integer exceeds the limit")
+
+
+def write_splits(out_dir: str | Path, splits: Mapping[str, list[TaskExample]]) -> dict[str, Path]:
+    """Write each split as `out_dir/NAME.parquet`, all in one atomic swap of the folder (its
+    other files stay); returns the paths by split name."""
+    out_dir = Path(out_dir)
+    tables = {name: examples_to_table(examples) for name, examples in splits.items()}
+    files = {name: f"{name}.parquet" for name in splits}
+    with atomic_dir(out_dir, own=set(files.values())) as tmp:
+        for name, table in tables.items():
+            pq.write_table(table, tmp / files[name])
+    return {name: out_dir / file for name, file in files.items()}
 
 
 def _json_rows(path: Path, text: str) -> list[Any]:

@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from calibrl.data import write_examples
+from calibrl.data import write_splits
 from calibrl.data.mix import mix_by_difficulty, resample_by_difficulty
 from calibrl.errors import UserError
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
@@ -76,16 +76,15 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
         style=data.prompt_style, num_numbers=data.numbers,
         max_number=data.max_number, size_weights=data.size_weights)
     data_dir = Path(settings.out_dir) / "data"
-    write_examples(data_dir / "train.parquet", train_rows)
-    write_examples(data_dir / "test.parquet", test_rows)
     rl_rows = mix_by_difficulty(train_rows, size_shares(settings), seed=settings.seed)
-    write_examples(data_dir / "rl.parquet", rl_rows)
     sft_rows = train_rows
     if data.sft_size_weights is not None:
         sft_rows = resample_by_difficulty(train_rows, size_shares(settings,
                                                                   data.sft_size_weights),
                                           n=data.sft_problems, seed=settings.seed)
-    write_examples(data_dir / "sft.parquet", sft_rows)
+    # One swap for the four files: a killed demo never pairs new training data with an old test set.
+    write_splits(data_dir, {"train": train_rows, "test": test_rows, "rl": rl_rows,
+                            "sft": sft_rows})
     console.print(f"data: {len(train_rows)} train / {len(test_rows)} test problems in "
                   f"{data_dir}; RL prompts: {len(rl_rows)} of the training problems in the test "
                   f"split's mix; SFT: {len(sft_rows)} rows of them"
@@ -120,7 +119,7 @@ def stage_sft(settings: DemoSettings) -> Path:
     """Supervised warm-up of a fresh tiny model; returns the model directory."""
     from calibrl.models import create_tiny_model
     from calibrl.settings import SFTSettings
-    from calibrl.training.sft import run_sft
+    from calibrl.training.sft_run import run_sft
 
     out, data = Path(settings.out_dir) / "sft", Path(settings.out_dir) / "data"
     init = create_tiny_model(out / "init", seed=settings.seed, overwrite=True,
@@ -146,7 +145,8 @@ def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
     out = Path(settings.out_dir)
     config = updated(settings.rl, {"model.path": str(model_dir),
                                    "data.train_path": str(out / "data/rl.parquet"),
-                                   "logging.output_dir": str(out), "logging.run_name": "rl"})
+                                   "logging.output_dir": str(out), "logging.run_name": "rl",
+                                   "checkpoint.overwrite": True})
     return Trainer(config).train()
 
 

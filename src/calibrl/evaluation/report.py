@@ -52,6 +52,9 @@ RELIABILITY_PLOT = "reliability.png"
 HISTOGRAM_PLOT = "confidence_hist.png"
 RISK_COVERAGE_FILE = "risk_coverage.json"
 RISK_COVERAGE_PLOT = "risk_coverage.png"
+# Every file `write_evaluation` may write: a new evaluation replaces all of them at once.
+EVALUATION_FILES = (METRICS_FILE, BINS_FILE, RELIABILITY_PLOT, HISTOGRAM_PLOT, RISK_COVERAGE_FILE,
+                    RISK_COVERAGE_PLOT)
 CURVE_KEYS = ("coverage", "risk", "thresholds")
 # Keys added after metrics.json files were first written: missing ones read as null.
 LATER_KEYS = ("aurc",)

@@ -7,7 +7,8 @@ count it as 0 and report the share), whether an answer could be extracted at all
 (`format_ok`, `Task.extract_answer`), the token lengths of both turns, and the problem's
 difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group).
 Writes, in `out_dir`: `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`,
-and the PNG figures.
+and the PNG figures, all swapped in at once when they are done: a killed evaluation leaves the
+previous one whole (other files in `out_dir` stay).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
 from calibrl.data import TaskExample, load_examples
 from calibrl.errors import UserError
 from calibrl.evaluation.metrics import EvalRecord
-from calibrl.evaluation.report import write_evaluation
+from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import ModeSpec, get_mode
 from calibrl.rewards import parse_confidence
@@ -32,8 +33,10 @@ from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
 from calibrl.settings.eval import EvalSection
 from calibrl.tasks import get_task
-from calibrl.utils.atomic import atomic_write_text
+from calibrl.utils.atomic import atomic_dir
 from calibrl.utils.files import check_output_dir
+
+PREDICTIONS_FILE = "predictions.jsonl"
 
 
 def _stated_confidence(spec: ModeSpec, answer: AnswerNode) -> float | None:
@@ -101,10 +104,11 @@ def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
         raise UserError(f"no examples to evaluate in {data_path}")
     model, tokenizer = load_policy(resolve_model_path(str(model_path), out))
     rows = evaluate_examples(model, tokenizer, examples, settings)
-    atomic_write_text(out / "predictions.jsonl",
-                      "".join(json.dumps(r) + "\n" for r in rows))
     records = [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
                           r["conf_len"], r["group"]) for r in rows]
-    metrics = write_evaluation(out, records, name=name or out.name, mode=settings.mode,
-                               with_confidence=get_mode(settings.mode).states_confidence)
+    with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES}) as tmp:
+        (tmp / PREDICTIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows),
+                                            encoding="utf-8")
+        metrics = write_evaluation(tmp, records, name=name or out.name, mode=settings.mode,
+                                   with_confidence=get_mode(settings.mode).states_confidence)
     return metrics

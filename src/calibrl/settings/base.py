@@ -8,20 +8,28 @@ the loader does for files, options and `key=value` overrides) turns a bad value 
 from __future__ import annotations
 
 import difflib
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
 from calibrl.errors import UserError
 
 S = TypeVar("S", bound="Section")
 
+# Limits the libraries enforce only when they first use a value (numpy/torch seeds are unsigned
+# 32-bit; torch checks Adam's betas when the optimiser is built), refused here at start-up.
+SEED_LIMIT = 2**32
+Seed = Annotated[int, Field(ge=0, lt=SEED_LIMIT)]
+Beta = Annotated[float, Field(ge=0, lt=1)]
+AdamBetas = tuple[Beta, Beta]
+
 
 class Section(BaseModel):
     """A group of settings; nested sections are addressed with dotted keys (`optim.lr`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No inf/nan anywhere: `optim.lr=.inf` would train an all-NaN model.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @classmethod
     def create(cls: type[S], **values: Any) -> S:
@@ -89,6 +97,8 @@ def describe_error(err: ValidationError, model: type[BaseModel]) -> str:
         name = str(first["loc"][-1])
         choices = msg.removeprefix("Input should be ")
         return f"config {where}: unknown {name} {first.get('input')!r}; choose {choices}"
+    if where and isinstance(first.get("input"), dict):  # a section's own check names values
+        return f"config {where}: {msg}"
     if where:
         return f"config {where}: {msg} (got {first.get('input')!r})"
     return f"config: {msg}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from calibrl.settings.base import Section
+from calibrl.settings.base import Section, Seed
 from calibrl.settings.eval import EvalSection
 from calibrl.settings.probe import ProbeSection
 from calibrl.settings.sft import SFTSection
@@ -37,6 +37,27 @@ class DemoDataSection(Section):
         "the training split as it is.")
     sft_problems: int = Field(gt=0, description="SFT rows after resampling.")
 
+    @model_validator(mode="after")
+    def _consistent(self) -> DemoDataSection:
+        low, high = self.numbers
+        if not 1 <= low <= high:
+            raise ValueError(f"numbers must be [fewest, most] with 1 <= fewest <= most, got "
+                             f"{list(self.numbers)}")
+        for name in ("size_weights", "sft_size_weights"):
+            weights = getattr(self, name)
+            if weights is None:
+                continue
+            if len(weights) != high - low + 1:
+                raise ValueError(f"{name} needs one weight per size {low}..{high}, got "
+                                 f"{len(weights)}")
+            if not all(w >= 0 for w in weights) or sum(weights) <= 0:
+                raise ValueError(f"{name} must be non-negative with a positive sum, got "
+                                 f"{list(weights)}")
+        if self.test_size >= self.n_problems:
+            raise ValueError(f"test_size ({self.test_size}) must be below n_problems "
+                             f"({self.n_problems})")
+        return self
+
 
 class TinyModelSection(Section):
     """Shape of the tiny model the demo builds (keywords of `calibrl model init`)."""
@@ -50,7 +71,7 @@ class DemoSettings(Section):
     """data -> SFT -> eval before -> two-turn RLCR -> eval after -> probe -> report."""
 
     out_dir: str = Field(description="Where the demo writes everything.")
-    seed: int = Field(description="Seed for data, training and sampling; every stage takes it "
+    seed: Seed = Field(description="Seed for data, training and sampling; every stage takes it "
                       "(a stage's own seed key must agree or be left out).")
     data: DemoDataSection = Field(description="Data generation and mixes.")
     model: TinyModelSection = Field(description="The tiny model's shape.")

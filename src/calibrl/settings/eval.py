@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from calibrl.protocol.modes import DEFAULT_MODE
+from calibrl.settings.base import Seed
 from calibrl.settings.sections import ConfidenceSampling, known_mode
 
 
@@ -19,7 +20,7 @@ class EvalSection(ConfidenceSampling):
     max_examples: int | None = Field(None, ge=0, description="Evaluate the first N examples "
                                      "only (None: all).")
     batch_prompts: int = Field(64, gt=0, description="Prompts sampled together.")
-    seed: int = Field(0, description="Sampling seed.")
+    seed: Seed = Field(0, description="Sampling seed.")
 
     _known_mode = field_validator("mode")(known_mode)
 

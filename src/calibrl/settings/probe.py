@@ -13,7 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from calibrl.errors import UserError
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
-from calibrl.settings.base import redefault, shared_field
+from calibrl.settings.base import Seed, redefault, shared_field
 from calibrl.settings.sections import AnswerSampling, ModelSection
 
 DEFAULT_FRACTIONS: tuple[float, ...] = tuple(i / 10 for i in range(11))
@@ -62,7 +62,7 @@ class ProbeSection(AnswerSampling):
     max_answer_tokens: int = redefault(AnswerSampling, "max_answer_tokens", 32,
                                        description="Token budget of one answer; an answer "
                                        "still open then counts as it is.")
-    seed: int = Field(0, description="Seed of every sample (answers and sampled traces).")
+    seed: Seed = Field(0, description="Seed of every sample (answers and sampled traces).")
     decided_threshold: float = Field(0.8, gt=0, le=1, description="Share of samples equal to "
                                      "the final answer from which on the answer counts as "
                                      "decided.")

@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 from calibrl.errors import UserError
 from calibrl.protocol.modes import DEFAULT_MODE, get_mode, modes_help
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION
-from calibrl.settings.base import Section
+from calibrl.settings.base import AdamBetas, Section
 
 
 class ModelSection(Section):
@@ -123,7 +123,7 @@ class AlgorithmSection(Section):
 class OptimSection(Section):
     lr: float = Field(1e-5, gt=0, description="Peak learning rate (AdamW).")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    betas: AdamBetas = Field((0.9, 0.999), description="AdamW betas.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     scheduler: Literal["constant", "constant_with_warmup", "linear", "cosine"] = Field(
         "constant_with_warmup", description="transformers learning-rate schedule.")
@@ -154,5 +154,7 @@ class LoggingSection(Section):
 class CheckpointSection(Section):
     every: int = Field(20, gt=0, description="Steps between checkpoints.")
     keep_last: int = Field(2, ge=1, description="Checkpoints kept (older ones deleted).")
-    resume: str | None = Field(None, description="'auto' (latest in the run directory) or a "
-                               "checkpoint path to resume from.")
+    resume: str | None = Field(None, description="'auto' (the newest intact checkpoint in the run "
+                               "directory) or a checkpoint path to resume from.")
+    overwrite: bool = Field(False, description="Replace a run directory that already holds a "
+                            "run; the new run is written beside it and swapped in when done.")

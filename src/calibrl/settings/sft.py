@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from calibrl.errors import UserError
-from calibrl.settings.base import Section, shared_field
+from calibrl.settings.base import AdamBetas, Section, Seed, shared_field
 from calibrl.settings.sections import ConfidenceSampling
 
 
@@ -69,7 +69,7 @@ class SFTSection(Section):
     lr: float = Field(2e-3, gt=0, description="Peak AdamW learning rate (2e-3 suits the tiny "
                       "model from scratch; use ~1e-5 for a pretrained LM).")
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
-    betas: tuple[float, float] = Field((0.9, 0.95), description="AdamW betas.")
+    betas: AdamBetas = Field((0.9, 0.95), description="AdamW betas.")
     scheduler: Literal["cosine", "constant_with_warmup"] = Field(
         "cosine", description="Learning-rate shape after warm-up; cosine follows training "
         "progress, the larger of steps done / steps and time used / minutes.")
@@ -93,7 +93,7 @@ class SFTSection(Section):
     threads: int | None = Field(None, gt=0, description="torch CPU threads; None keeps "
                                 "torch's default (all cores). Fewer can be much faster on a "
                                 "machine other jobs are using.")
-    seed: int = Field(0, description="Seed of model init ('tiny'), data order and sampling.")
+    seed: Seed = Field(0, description="Seed of model init ('tiny'), data order and sampling.")
     log_every: int = Field(10, gt=0, description="Steps between lines of sft_log.jsonl.")
     progress: bool = Field(True, description="Show a progress bar with ETA.")
 
@@ -119,4 +119,10 @@ class SFTSettings(SFTSection):
     out: str = Field(description="Output folder: log, config, summary and `model/`.")
     model: str = Field("tiny", description="'tiny' (a fresh default-size tiny model) or a "
                        "model folder loadable with from_pretrained.")
-    overwrite: bool = Field(False, description="Replace an existing OUT/model.")
+    overwrite: bool = Field(False, description="Replace the run already in OUT (the new run is "
+                            "written beside it and swapped in when done).")
+    resume: bool = Field(False, description="Continue the run in OUT from its newest intact "
+                         "checkpoint.")
+    checkpoint_every: int = Field(200, gt=0, description="Steps between checkpoints "
+                                  "(OUT/checkpoint-*, the newest 2 kept; one is also written at "
+                                  "the end).")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from calibrl.protocol.modes import get_mode
-from calibrl.settings.base import Section
+from calibrl.settings.base import Section, Seed
 from calibrl.settings.sections import (
     AlgorithmSection,
     CheckpointSection,
@@ -20,7 +20,7 @@ from calibrl.settings.sections import (
 class TrainSettings(Section):
     """A full run: model, data, rollout, algorithm, optimisation, logging, checkpoints."""
 
-    seed: int = Field(0, description="Seed for data order, sampling and initialisation.")
+    seed: Seed = Field(0, description="Seed for data order, sampling and initialisation.")
     model: ModelSection = Field(default_factory=ModelSection, description="Policy model.")
     data: DataSection = Field(default_factory=DataSection, description="Training/eval data.")
     rollout: RolloutSection = Field(default_factory=RolloutSection, description="Sampling.")

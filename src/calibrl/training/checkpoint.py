@@ -1,15 +1,18 @@
-"""Atomic checkpoints with keep-last-K and exact resume.
+"""Atomic, checksummed checkpoints with keep-last-K and exact resume.
 
 A checkpoint is a directory `checkpoint-{step:06d}` holding the model (Hugging Face format), the
 optimiser and scheduler states, every RNG state, the data position and the step. It is written
 under a temporary name and renamed into place, so a run killed at any moment leaves either a
 complete checkpoint or none; a leftover temporary directory is ignored and cleaned on the next save.
+`checkpoint.json` lists the sha256 of every file: `find_checkpoint` resumes from the newest
+checkpoint whose files still match (a disk that lost or changed bytes cannot pass) and sets the
+newer, damaged ones aside as `checkpoint-NNNNNN.corrupt`, so pruning never prefers them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import random
 import re
 import shutil
@@ -21,7 +24,7 @@ import numpy as np
 import torch
 
 from calibrl.errors import UserError
-from calibrl.utils.atomic import atomic_dir
+from calibrl.utils.atomic import atomic_dir, recover
 
 _NAME = re.compile(r"^checkpoint-(\d{6})$")
 STATE_FILE = "trainer_state.pt"
@@ -60,7 +63,7 @@ class Checkpoint:
 
 
 def list_checkpoints(run_dir: Path) -> list[Checkpoint]:
-    """Complete checkpoints in `run_dir`, oldest first."""
+    """Complete checkpoints in `run_dir` (not yet verified), oldest first."""
     found = []
     if run_dir.is_dir():
         for child in run_dir.iterdir():
@@ -70,16 +73,64 @@ def list_checkpoints(run_dir: Path) -> list[Checkpoint]:
     return sorted(found, key=lambda c: c.step)
 
 
-def find_checkpoint(resume: str, run_dir: Path) -> Checkpoint | None:
-    """`resume='auto'` -> latest in run_dir (None if there is none); else that path."""
+def _file_hashes(root: Path) -> dict[str, str]:
+    hashes = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.name != INFO_FILE):
+        digest = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        hashes[path.relative_to(root).as_posix()] = digest.hexdigest()
+    return hashes
+
+
+def verify_checkpoint(ckpt: Checkpoint) -> str | None:
+    """None if every file matches the checksums written with it, else what is wrong.
+
+    A checkpoint from before checksums (no "files" in checkpoint.json) is taken as it is.
+    """
+    try:
+        info = json.loads((ckpt.path / INFO_FILE).read_text())
+    except (OSError, ValueError) as err:
+        return f"unreadable {INFO_FILE} ({err})"
+    expected = info.get("files") if isinstance(info, dict) else None
+    if expected is None:
+        return None
+    got = _file_hashes(ckpt.path)
+    for name in sorted(set(expected) | set(got)):
+        if expected.get(name) != got.get(name):
+            return f"{name} is {'missing' if name not in got else 'changed'}"
+    return None
+
+
+def set_aside(ckpt: Checkpoint, why: str, suffix: str = "corrupt") -> None:
+    """Rename a checkpoint out of the resumable ones (kept for inspection, never pruned)."""
+    target = ckpt.path.with_name(f"{ckpt.path.name}.{suffix}")
+    shutil.rmtree(target, ignore_errors=True)
+    ckpt.path.rename(target)
+    print(f"warning: set aside {ckpt.path} as {target.name}: {why}")
+
+
+def find_checkpoint(resume: str, run_dir: Path, *, main: bool = True) -> Checkpoint | None:
+    """`resume='auto'` -> the newest intact checkpoint in run_dir (None if there is none; the
+    damaged newer ones are set aside by the main process); else that path, which must be intact."""
     if resume == "auto":
-        found = list_checkpoints(run_dir)
-        return found[-1] if found else None
+        for ckpt in reversed(list_checkpoints(run_dir)):
+            problem = verify_checkpoint(ckpt)
+            if problem is None:
+                return ckpt
+            if main:
+                set_aside(ckpt, f"damaged, {problem}")
+        return None
     path = Path(resume)
     match = _NAME.match(path.name)
     if not (match and (path / INFO_FILE).is_file()):
         raise UserError(f"not a complete calibrl checkpoint: {path}")
-    return Checkpoint(path, int(match.group(1)))
+    ckpt = Checkpoint(path, int(match.group(1)))
+    problem = verify_checkpoint(ckpt)
+    if problem is not None:
+        raise UserError(f"checkpoint {path} is damaged: {problem}")
+    return ckpt
 
 
 def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
@@ -90,28 +141,13 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
     dicts, data position and anything else needed to resume (RNG states are added here).
     """
     final = run_dir / f"checkpoint-{step:06d}"
-    for stale in run_dir.glob(".tmp-checkpoint-*"):  # left by a run killed mid-save
-        shutil.rmtree(stale, ignore_errors=True)
+    recover(run_dir)  # temporaries of a run killed mid-save
     with atomic_dir(final) as tmp:
         model.save_pretrained(tmp / "model")
         tokenizer.save_pretrained(tmp / "model")
         torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
-        (tmp / INFO_FILE).write_text(json.dumps({"step": step}) + "\n")
-        _fsync_dir(tmp)
-    _fsync_dir(run_dir)
+        info = {"step": step, "files": _file_hashes(tmp)}
+        (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
     for old in list_checkpoints(run_dir)[:-keep_last]:
         shutil.rmtree(old.path, ignore_errors=True)
     return Checkpoint(final, step)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

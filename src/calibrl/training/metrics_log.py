@@ -1,7 +1,9 @@
 """Run logging: a JSONL metrics file always, TensorBoard by default, Weights & Biases optionally.
 
 `metrics.jsonl` has one JSON object per logged step (`{"step": n, name: value, ...}`), resumable
-runs append to it. Sample conversations go to `samples.jsonl` and to TensorBoard as a markdown
+runs append to it. A run resumed from the checkpoint of step s first drops the rows of the steps
+after s (`truncate_log`; TensorBoard purges them), which the killed run logged but the resumed
+one logs again, so no step appears twice. Sample conversations go to `samples.jsonl` and to TensorBoard as a markdown
 table; reward and confidence histograms go to TensorBoard/W&B.
 """
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from calibrl.errors import UserError
+from calibrl.utils.atomic import atomic_write_text
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -25,21 +28,42 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
+def truncate_log(path: Path, step: int) -> None:
+    """Keep the rows of a JSONL log up to `step` (a row cut short by a kill goes as well)."""
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if line.endswith("\n") and isinstance(row, dict) and row.get("step", 0) <= step:
+            kept.append(line)
+    atomic_write_text(path, "".join(kept))
+
+
 class MetricsLogger:
     """Fan-out of scalars, histograms and sample tables to the enabled sinks."""
 
     def __init__(self, run_dir: Path, *, tensorboard: bool = True, wandb: bool = False,
                  wandb_project: str = "calibrl", run_name: str | None = None,
-                 config: Mapping[str, Any] | None = None) -> None:
+                 config: Mapping[str, Any] | None = None, resume_step: int | None = None
+                 ) -> None:
+        """`resume_step`: the run continues from that step's checkpoint; later rows go."""
         self.run_dir = run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None:
+            for name in (METRICS_FILE, SAMPLES_FILE):
+                truncate_log(run_dir / name, resume_step)
         self._metrics = (run_dir / METRICS_FILE).open("a", encoding="utf-8")
         self._samples = (run_dir / SAMPLES_FILE).open("a", encoding="utf-8")
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+            purge = None if resume_step is None else resume_step + 1
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge)
         self._wandb = None
         if wandb:
             try:

@@ -13,6 +13,12 @@ warm-up then cosine (or constant) learning rate, and a budget of steps and/or mi
 ends first. Every `log_every` steps a JSON line goes to `OUT/sft_log.jsonl`; at the end the
 model and tokenizer are saved to `OUT/model` atomically. Every process trains on the same
 batches: it is a one-device loop (on CPU in fp32 it computes exactly what plain PyTorch did).
+
+Every `checkpoint_every` steps and at the end, `OUT/checkpoint-NNNNNN` holds the weights, the
+optimiser, the counters, the position in the epoch and the RNG states (the format and checksums of
+`checkpoint`), so a resumed run takes the same steps as one never stopped. A non-finite loss,
+gradient norm or weight stops the run (`UserError`) before it reaches the weights or a checkpoint.
+The run folder itself (lock, resume, overwrite) is `sft_run`'s business.
 """
 
 from __future__ import annotations
@@ -33,8 +39,14 @@ from tqdm.auto import tqdm
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
-from calibrl.models.loading import load_policy
 from calibrl.settings.sft import SFTSettings
+from calibrl.training.checkpoint import (
+    Checkpoint,
+    list_checkpoints,
+    save_checkpoint,
+    set_rng_state,
+)
+from calibrl.training.metrics_log import truncate_log
 from calibrl.training.sft_batch import (
     IGNORE,
     bucket_batches,
@@ -42,7 +54,7 @@ from calibrl.training.sft_batch import (
     token_mean_loss,
     tokenize_conversation,
 )
-from calibrl.training.sft_data import build_conversations, exclude_problems
+from calibrl.training.sft_data import build_conversations
 from calibrl.utils.atomic import atomic_dir
 
 LOG_FILE = "sft_log.jsonl"
@@ -50,6 +62,7 @@ CONFIG_FILE = "sft_config.json"
 SUMMARY_FILE = "summary.json"
 MODEL_DIR = "model"
 FINAL_LOSS_WINDOW = 50  # steps averaged (token-weighted) into the reported final loss
+KEEP_CHECKPOINTS = 2  # the newest and one to fall back to if it is damaged
 
 
 @dataclass(frozen=True)
@@ -159,6 +172,18 @@ class _Tally:
         self.interval_loss, self.interval_n = 0.0, 0
         return row
 
+    def state_dict(self) -> dict[str, Any]:
+        names = ("step", "epoch", "tokens", "trained", "dropped", "interval_loss", "interval_n")
+        return {**{n: getattr(self, n) for n in names}, "recent": list(self.recent),
+                "elapsed": self.elapsed()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            if name not in ("recent", "elapsed"):
+                setattr(self, name, value)
+        self.recent.extend(state["recent"])
+        self.start = time.perf_counter() - state["elapsed"]  # a minutes budget counts both runs
+
     def result(self) -> SFTResult:
         seconds = self.elapsed()
         weight = sum(n for _, n in self.recent)
@@ -167,18 +192,31 @@ class _Tally:
                          self.tokens / seconds, final, self.dropped, None)
 
 
-def _train_step(accelerator: Accelerator, model, optimizer, batch: dict[str, torch.Tensor],
-                config: SFTSettings) -> tuple[float, float]:
-    """One optimiser step on `batch` (tensors [B, T]); returns (loss, pre-clip grad norm)."""
+def _backward(accelerator: Accelerator, model, batch: dict[str, torch.Tensor],
+              config: SFTSettings) -> tuple[float, float]:
+    """Gradients of the loss on `batch` (tensors [B, T]), clipped; returns (loss, pre-clip
+    grad norm). The caller steps the optimiser once both are known to be finite."""
     with accelerator.autocast():
         logits = model(input_ids=batch["input_ids"],
                        attention_mask=batch["attention_mask"]).logits  # [B, T, V]
     loss = token_mean_loss(logits, batch["labels"])  # fp32 whatever the autocast dtype
     accelerator.backward(loss)
     grad_norm = accelerator.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
     return float(loss.detach()), float(grad_norm)
+
+
+def _stop_if_non_finite(run: _Run, step: int, values: dict[str, float]) -> None:
+    bad = [f"{name} ({value})" for name, value in values.items() if not math.isfinite(value)]
+    if bad:
+        last = list_checkpoints(run.out_dir)
+        kept = f"the last good checkpoint is {last[-1].path}" if last else "no checkpoint yet"
+        raise UserError(f"sft step {step}: non-finite {', '.join(bad)}; training stopped "
+                        f"before the update, {kept}")
+
+
+def _max_abs_weight(model) -> float:
+    with torch.no_grad():
+        return max(float(p.detach().abs().max()) for p in model.parameters())
 
 
 def _progress_bar(config: SFTSettings, accelerator: Accelerator) -> tqdm:
@@ -189,48 +227,86 @@ def _progress_bar(config: SFTSettings, accelerator: Accelerator) -> tqdm:
 
 @dataclass
 class _Run:
-    """What the steps of a run share: the prepared model and optimiser, the log, the bar."""
+    """What the steps of a run share: the prepared model and optimiser, the log, the bar, the
+    folder its checkpoints go to, and how many batches of the current epoch are done."""
 
     config: SFTSettings
     accelerator: Accelerator
     model: Any
     optimizer: Any
-    pad_id: int
+    tokenizer: Any
     log: Any
     bar: tqdm
+    out_dir: Path
+    position: int = 0
+
+    def save(self, tally: _Tally) -> None:
+        _stop_if_non_finite(self, tally.step, {"weight": _max_abs_weight(self.model)})
+        if self.accelerator.is_main_process:
+            save_checkpoint(self.out_dir, tally.step, model=self.accelerator.unwrap_model(
+                self.model), tokenizer=self.tokenizer, keep_last=KEEP_CHECKPOINTS,
+                trainer_state={"optimizer": self.optimizer.state_dict(),
+                               "tally": tally.state_dict(), "position": self.position})
 
 
 def _run_epoch(run: _Run, tally: _Tally, rows, batches) -> None:
-    """Steps over one epoch's batches until the budget is spent."""
-    config = run.config
-    for batch_index in batches:
+    """Steps over one epoch's batches, from `run.position` on, until the budget is spent."""
+    config, pad_id = run.config, _pad_id(run.tokenizer)
+    for batch_index in batches[run.position:]:
         factor = lr_factor(tally.step, tally.progress(), warmup_steps=config.warmup_steps,
                            scheduler=config.scheduler, min_lr_ratio=config.min_lr_ratio)
         for group in run.optimizer.param_groups:
             group["lr"] = config.lr * factor
         batch = {k: v.to(run.accelerator.device) for k, v in
-                 collate([rows[i] for i in batch_index], run.pad_id).items()}
-        value, grad_norm = _train_step(run.accelerator, run.model, run.optimizer, batch, config)
+                 collate([rows[i] for i in batch_index], pad_id).items()}
+        value, grad_norm = _backward(run.accelerator, run.model, batch, config)
+        _stop_if_non_finite(run, tally.step + 1, {"loss": value, "gradient norm": grad_norm})
+        run.optimizer.step()
+        run.optimizer.zero_grad(set_to_none=True)
         tally.add(value, batch)
+        run.position += 1
         if tally.step % config.log_every == 0 and run.log is not None:
             run.log.write(json.dumps(tally.log_row(config.lr * factor, grad_norm)) + "\n")
             run.log.flush()
+        done = tally.progress() >= 1.0
+        if tally.step % config.checkpoint_every == 0 or done:
+            run.save(tally)
         run.bar.n = min(1000, int(1000 * tally.progress()))
         run.bar.set_postfix_str(f"step {tally.step} loss {value:.3f} "
                                 f"{tally.tokens / tally.elapsed():,.0f} tok/s", refresh=False)
         run.bar.refresh()
-        if tally.progress() >= 1.0:
+        if done:
             return
 
 
+def _pad_id(tokenizer) -> int:
+    pad_id = tokenizer.pad_token_id
+    return tokenizer.eos_token_id if pad_id is None else pad_id  # masked out either way
+
+
+def _resume(run: _Run, tally: _Tally, ckpt: Checkpoint) -> None:
+    """Continue at `ckpt`: its weights, optimiser, counters, epoch position and RNG states."""
+    from safetensors.torch import load_file
+
+    weights = load_file(str(ckpt.model_dir / "model.safetensors"))
+    run.accelerator.unwrap_model(run.model).load_state_dict(weights, strict=False)
+    state = ckpt.load_state()
+    run.optimizer.load_state_dict(state["optimizer"])
+    tally.load_state_dict(state["tally"])
+    run.position = state["position"]
+    set_rng_state(state["rng"])
+
+
 def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTSettings,
-              out_dir: Path, *, save_to: Path | None = None) -> SFTResult:
-    """Train `model` in place on conversations built from `problems`; log to `out_dir`.
+              out_dir: Path, *, save_to: Path | None = None,
+              resume_from: Checkpoint | None = None) -> SFTResult:
+    """Train `model` in place on conversations built from `problems`; log and checkpoint to
+    `out_dir`; with `resume_from`, continue that checkpoint's run (its later log rows go).
 
     With `save_to`, the trained model (unwrapped from accelerate) and the tokenizer are saved
     there atomically (`save_model_atomically`) and the result names it. Deterministic for a
     given seed when only `steps` bounds the run (a minutes budget makes the schedule depend on
-    speed).
+    speed), resumed or not.
     """
     accelerator = make_accelerator(config)
     torch.manual_seed(config.seed)
@@ -238,21 +314,19 @@ def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTSett
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
                                   weight_decay=config.weight_decay)
     prepared, optimizer = accelerator.prepare(model, optimizer)
-    pad_id = tokenizer.pad_token_id
-    pad_id = tokenizer.eos_token_id if pad_id is None else pad_id  # masked out either way
     out_dir.mkdir(parents=True, exist_ok=True)
-    log = (out_dir / LOG_FILE).open("w", encoding="utf-8") if accelerator.is_main_process else None
-    run = _Run(config, accelerator, prepared, optimizer, pad_id, log,
-               _progress_bar(config, accelerator))
+    log = None
+    if accelerator.is_main_process:
+        if resume_from is not None:
+            truncate_log(out_dir / LOG_FILE, resume_from.step)
+        log = (out_dir / LOG_FILE).open("a" if resume_from else "w", encoding="utf-8")
+    run = _Run(config, accelerator, prepared, optimizer, tokenizer, log,
+               _progress_bar(config, accelerator), out_dir)
     tally = _Tally(config)
+    if resume_from is not None:
+        _resume(run, tally, resume_from)
     try:
-        while tally.progress() < 1.0:
-            rows, batches, dropped = _epoch_rows(problems, config, tokenizer, tally.epoch)
-            tally.dropped += dropped
-            tally.epoch += 1
-            if not batches:
-                raise UserError(f"no SFT conversation fits max_seq_len {config.max_seq_len}")
-            _run_epoch(run, tally, rows, batches)
+        _run_epochs(run, tally, problems)
     finally:
         run.bar.close()
         if log is not None:
@@ -268,53 +342,18 @@ def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTSett
     return SFTResult(**{**asdict(result), "model_dir": str(save_to)})
 
 
-def load_model(spec: str, seed: int):
-    """(model, tokenizer): a fresh tiny model for 'tiny', else `from_pretrained(spec)`."""
-    if spec == "tiny":
-        from calibrl.models import build_tiny_model, build_tokenizer
+def _run_epochs(run: _Run, tally: _Tally, problems: Sequence[TaskExample]) -> None:
+    """Epochs until the budget is spent; a resumed run first finishes its current epoch."""
+    config = run.config
+    while tally.progress() < 1.0:
+        if run.position:  # resumed inside epoch `tally.epoch - 1`: same rows, counted already
+            rows, batches, _ = _epoch_rows(problems, config, run.tokenizer, tally.epoch - 1)
+        else:
+            rows, batches, dropped = _epoch_rows(problems, config, run.tokenizer, tally.epoch)
+            tally.dropped += dropped
+            tally.epoch += 1
+        if not batches:
+            raise UserError(f"no SFT conversation fits max_seq_len {config.max_seq_len}")
+        _run_epoch(run, tally, rows, batches)
+        run.position = 0
 
-        tokenizer = build_tokenizer()
-        return build_tiny_model(tokenizer, seed=seed), tokenizer
-    path = Path(spec)
-    if not path.is_dir():
-        raise UserError(f"model {spec!r} is neither 'tiny' nor a model folder")
-    model, tokenizer = load_policy(str(path), dtype="float32")
-    if getattr(tokenizer, "chat_template", None) is None:
-        raise UserError(f"the tokenizer in {path} has no chat template")
-    return model, tokenizer
-
-
-def load_problems(config: SFTSettings) -> tuple[list[TaskExample], list[TaskExample], int]:
-    """(training problems without held-out ones, held-out problems, number excluded)."""
-    from calibrl.data import load_examples
-
-    for path in (config.data, *config.exclude):
-        if not Path(path).is_file():
-            raise UserError(f"no such file: {path}")
-    train = load_examples(config.data)
-    held_out = [ex for path in config.exclude for ex in load_examples(path)]
-    kept, excluded = exclude_problems(train, held_out)
-    if not kept:
-        raise UserError(f"no training problem left in {config.data} after exclusion")
-    if not any(ex.extra.get("solution") for ex in kept):
-        raise UserError(f"{config.data} has no reference solutions (extra_info.solution); "
-                        "generate it with `calibrl data countdown`")
-    return kept, held_out, excluded
-
-
-def run_sft(config: SFTSettings) -> tuple[SFTResult, dict]:
-    """Load data and model, train, save `OUT/model`; returns the result and the run summary."""
-    out = Path(config.out)
-    problems, held_out, excluded = load_problems(config)
-    if (out / MODEL_DIR).exists() and not config.overwrite:
-        raise UserError(f"{out / MODEL_DIR} exists (pass overwrite to replace it)")
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
-    model, tokenizer = load_model(config.model, config.seed)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n")
-    result = train_sft(model, tokenizer, problems, config, out, save_to=out / MODEL_DIR)
-    summary = {**asdict(result), "problems": len(problems), "excluded_held_out": excluded,
-               "held_out": len(held_out)}
-    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
-    return result, summary

@@ -15,6 +15,12 @@ process rolls out its own shard of the prompts and the gradients are averaged. T
 generates with the unwrapped local model, so every process holds the whole model (DDP was
 checked on CPU; sharded setups such as FSDP or DeepSpeed ZeRO-3 were not).
 
+Durability (see `run_setup`): the run directory is locked to this process; one that already holds
+a run is continued only with `checkpoint.resume` and replaced only with `checkpoint.overwrite`
+(written beside it, swapped in at the end). A non-finite loss, gradient norm or weight stops the
+run with a `UserError` before it reaches the weights or a checkpoint, so the last checkpoint is
+the last good state.
+
 Randomness: a step's sampling seed is derived from `(seed, step, process)` (`step_seed`) and the
 prompts from the seeded data order and position (`PromptSampler`), so a run resumed from a
 checkpoint continues exactly as the uninterrupted run would have.
@@ -22,9 +28,9 @@ checkpoint continues exactly as the uninterrupted run would have.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +50,21 @@ from calibrl.rollout.rollouts import RolloutSettings, run_rollout
 from calibrl.rollout.sampling import step_seed
 from calibrl.settings import TrainSettings, dump_settings
 from calibrl.tasks import get_task, import_task_modules
-from calibrl.training.checkpoint import find_checkpoint, save_checkpoint, set_rng_state
+from calibrl.training.checkpoint import list_checkpoints, save_checkpoint, set_rng_state
 from calibrl.training.metrics_log import MetricsLogger
 from calibrl.training.policy import token_logprobs
 from calibrl.training.prompt_sampler import PromptSampler
+from calibrl.training.run_setup import default_run_dir, open_checkpointed_run
 from calibrl.training.samples import sample_rows
-from calibrl.utils.atomic import atomic_dir
+from calibrl.utils.atomic import atomic_dir, atomic_write_text
+
+# What makes a folder hold a training run (besides checkpoints).
+RUN_MARKERS = ("config.yaml", "metrics.jsonl", "final-model")
 
 
 def run_directory(cfg: TrainSettings) -> Path:
-    name = cfg.logging.run_name or f"{cfg.algorithm.mode}-{datetime.now():%Y%m%d-%H%M%S}"
-    return Path(cfg.logging.output_dir) / name
+    return default_run_dir(Path(cfg.logging.output_dir), cfg.algorithm.mode,
+                           cfg.logging.run_name, cfg.checkpoint.resume)
 
 
 @dataclass
@@ -79,13 +89,27 @@ class Trainer:
     def __init__(self, cfg: TrainSettings, run_dir: Path | None = None, engine: Any = None) -> None:
         """`engine` overrides the configured one (tests inject scripted engines)."""
         self.cfg = cfg
-        self.run_dir = run_dir or run_directory(cfg)
         self.accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision)
         self.is_main = self.accelerator.is_main_process
         set_seed(cfg.seed)
-        # Checked before anything slow, so a bad path fails at start-up.
-        self.resume_from = (find_checkpoint(cfg.checkpoint.resume, self.run_dir)
-                            if cfg.checkpoint.resume else None)
+        # Checked before anything slow, so a bad path or a busy directory fails at start-up.
+        self.run, self.resume_from = self._open_run(run_dir or run_directory(cfg))
+        self.run_dir = self.run.work
+        try:
+            self._build(cfg, engine)
+        except BaseException:
+            self.run.close(failed=True)
+            raise
+
+    def _open_run(self, final: Path):
+        """The main process locks and cleans the folder first; the others then see it as is."""
+        options = dict(resume=self.cfg.checkpoint.resume, overwrite=self.cfg.checkpoint.overwrite,
+                       markers=RUN_MARKERS)
+        opened = open_checkpointed_run(final, **options) if self.is_main else None
+        self.accelerator.wait_for_everyone()
+        return opened or open_checkpointed_run(final, main=False, **options)
+
+    def _build(self, cfg: TrainSettings, engine: Any) -> None:
         import_task_modules(cfg.data.task_modules)
         self.examples = load_examples(cfg.data.train_path)
         if not self.examples:
@@ -147,12 +171,33 @@ class Trainer:
 
     def save(self) -> None:
         self.accelerator.wait_for_everyone()
+        self._stop_if_non_finite({"weight": self._max_abs_weight()})
         if self.is_main:
             save_checkpoint(self.run_dir, self.step, model=self._unwrapped(),
                             tokenizer=self.tokenizer, keep_last=self.cfg.checkpoint.keep_last,
                             trainer_state={"optimizer": self.optimizer.state_dict(),
                                            "scheduler": self.scheduler.state_dict(),
                                            "data": self.sampler.state_dict()})
+
+    # ------------------------------------------------------------------ non-finite values
+    def _max_abs_weight(self) -> float:
+        with torch.no_grad():
+            return max(float(p.detach().abs().max()) for p in self.model.parameters())
+
+    def _stop_if_non_finite(self, values: dict[str, float]) -> None:
+        """Stop before a non-finite value reaches the weights or a checkpoint. Every process
+        takes the same decision (one reduce), so none is left waiting in a collective."""
+        bad = [f"{name} ({value})" for name, value in values.items() if not math.isfinite(value)]
+        flag = torch.tensor(float(bool(bad)), device=self.accelerator.device)
+        if self.accelerator.num_processes > 1:
+            flag = self.accelerator.reduce(flag, reduction="sum")
+        if float(flag) == 0:
+            return
+        last = list_checkpoints(self.run_dir)
+        kept = f"the last good checkpoint is {last[-1].path}" if last else "no checkpoint yet"
+        what = ", ".join(bad) or "value on another process"
+        raise UserError(f"step {self.step}: non-finite {what}; training stopped before the "
+                        f"update, {kept}")
 
     # ------------------------------------------------------------------ one step
     def _rollout(self):
@@ -180,6 +225,7 @@ class Trainer:
         ref = self._old_logprobs(self.ref_model, micro) if self.ref_model is not None else None
         acc = _Accumulated()
         for _ in range(algo.ppo_epochs):
+            worst_loss = 0.0  # the first non-finite micro-batch loss, if any
             for i, mb in enumerate(micro):
                 weight = micro_batch_weight(algo.loss_agg, mb.loss_mask, batch.loss_mask)
                 with self.accelerator.autocast():
@@ -195,9 +241,12 @@ class Trainer:
                 mask = mb.loss_mask > 0
                 metrics["entropy"] = float(entropy[mask].mean()) if mask.any() else 0.0
                 metrics["loss"] = float(loss.detach())
+                if math.isfinite(worst_loss) and not math.isfinite(metrics["loss"]):
+                    worst_loss = metrics["loss"]
                 acc.add(metrics, weight)
             grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(),
                                                          self.cfg.optim.max_grad_norm)
+            self._stop_if_non_finite({"loss": worst_loss, "gradient norm": float(grad_norm)})
             self.optimizer.step()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
@@ -238,17 +287,26 @@ class Trainer:
     # ------------------------------------------------------------------ the run
     def train(self) -> Path:
         """Run to `optim.total_steps`; returns the directory of the final Hugging Face model."""
+        try:
+            self._train()
+        except BaseException:
+            self.run.close(failed=True)
+            raise
+        self.run.close()
+        return self.run.final / "final-model"
+
+    def _train(self) -> None:
         cfg = self.cfg
         if self.is_main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / "config.yaml").write_text(dump_settings(cfg))
-            print(f"run directory: {self.run_dir.resolve()} (config.yaml, metrics.jsonl, "
+            atomic_write_text(self.run_dir / "config.yaml", dump_settings(cfg))
+            print(f"run directory: {self.run.final} (config.yaml, metrics.jsonl, "
                   "tensorboard/, checkpoint-*/, final-model/)")
         self.maybe_resume()
         self.logger = MetricsLogger(self.run_dir, tensorboard=cfg.logging.tensorboard and
                                     self.is_main, wandb=cfg.logging.wandb and self.is_main,
                                     wandb_project=cfg.logging.wandb_project,
-                                    run_name=self.run_dir.name, config=cfg.model_dump())
+                                    run_name=self.run.final.name, config=cfg.model_dump(),
+                                    resume_step=self.resume_from.step if self.resume_from else None)
         bar = tqdm(total=cfg.optim.total_steps, initial=self.step, desc=cfg.algorithm.mode,
                    disable=not self.is_main, dynamic_ncols=True)
         try:
@@ -262,10 +320,10 @@ class Trainer:
         finally:
             bar.close()
             self.logger.close()
-        final = self.run_dir / "final-model"
         if self.is_main:
-            with atomic_dir(final) as tmp:
+            with atomic_dir(self.run_dir / "final-model") as tmp:
                 self._unwrapped().save_pretrained(tmp)
                 self.tokenizer.save_pretrained(tmp)
-            print(f"final model: {final.resolve()}")
-        return final
+            self.run.commit()
+            print(f"final model: {self.run.final / 'final-model'}")
+        self.accelerator.wait_for_everyone()

@@ -85,6 +85,14 @@ class SFTSection(Section):
     mix: SFTMix = Field(default_factory=SFTMix, description="Shares of the conversation kinds "
                         "(answer, confidence, rlcr) and of wrong turn-2 contexts, as a mapping "
                         "or NAME=VALUE,... (any subset).")
+    failed_attempt_p: float = Field(0.0, ge=0, lt=1, description="Search traces: the "
+                                    "chance of each further failed attempt (a random first "
+                                    "step, the last step closest to the target, a miss) "
+                                    "before the reference solution in a turn-1 trace, where "
+                                    "the task can show one (Countdown); 0 = the solution's "
+                                    "steps alone.")
+    max_failed_attempts: int = Field(3, ge=0, description="At most this many failed "
+                                     "attempts in one trace.")
     confidence_question: str = shared_field(ConfidenceSampling, "confidence_question")
     bf16: bool = Field(True, description="bf16 autocast for forward/backward (weights and "
                        "optimiser stay fp32).")

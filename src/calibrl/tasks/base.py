@@ -141,13 +141,18 @@ class Task(ABC):
 
     # --- supervised warm-up --------------------------------------------------------------------
 
-    def reference_trace(self, example: TaskExample) -> str | None:
+    def reference_trace(self, example: TaskExample, rng: random.Random | None = None,
+                        failed_attempts: int = 0) -> str | None:
         """A correct turn-1 completion (`<think>` steps, then the answer), or None if the
-        example carries no reference solution."""
+        example carries no reference solution. A task that can show search writes up to
+        `failed_attempts` failed attempts (drawn with `rng`) before the right one; others
+        ignore both."""
         return None
 
-    def wrong_trace(self, example: TaskExample, rng: random.Random) -> str | None:
-        """A plausible turn-1 completion that fails `verify`, or None if none can be made."""
+    def wrong_trace(self, example: TaskExample, rng: random.Random,
+                    failed_attempts: int = 0) -> str | None:
+        """A plausible turn-1 completion that fails `verify`, or None if none can be made;
+        `failed_attempts` as in `reference_trace`."""
         return None
 
     def corpus_texts(self, rng: random.Random) -> list[str]:

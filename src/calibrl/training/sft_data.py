@@ -72,9 +72,20 @@ def confidence_text(analysis: str, confidence: float) -> str:
 # --- conversations -----------------------------------------------------------------------------
 
 
-def reference_trace(example: TaskExample) -> str | None:
-    """The correct trace of a problem from its reference solution, or None if it has none."""
-    return get_task(example.data_source).reference_trace(example)
+def reference_trace(example: TaskExample, rng: random.Random | None = None,
+                    failed_attempts: int = 0) -> str | None:
+    """The correct trace of a problem from its reference solution, or None if it has none;
+    `failed_attempts` as in `Task.reference_trace`."""
+    return get_task(example.data_source).reference_trace(example, rng, failed_attempts)
+
+
+def draw_failed_attempts(rng: random.Random, p: float, cap: int) -> int:
+    """How many failed attempts precede a trace's final one: each further one with
+    probability `p` (geometric), at most `cap`."""
+    n = 0
+    while n < cap and p > 0 and rng.random() < p:
+        n += 1
+    return n
 
 
 def answer_conversation(example: TaskExample, trace: str) -> SFTConversation:
@@ -106,16 +117,20 @@ def rlcr_conversation(example: TaskExample, trace: str, confidence: float,
 def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: random.Random,
                         grid: Sequence[float] = CONFIDENCE_GRID,
                         analyses: Sequence[str] = ANALYSIS_POOL,
-                        question: str = CONFIDENCE_QUESTION) -> list[SFTConversation]:
+                        question: str = CONFIDENCE_QUESTION, failed_attempt_p: float = 0.0,
+                        max_failed_attempts: int = 0) -> list[SFTConversation]:
     """One conversation per problem with a reference solution, of a kind drawn by `mix`.
 
-    Problems without a solution are skipped. A turn-2 context is wrong with probability
-    `mix.wrong_share` (falling back to the correct trace if no corruption fails the verifier);
-    confidence and analysis are drawn after, and independently of, that choice.
+    Problems without a solution are skipped. Every turn-1 trace, right or wrong, starts with
+    `draw_failed_attempts(rng, failed_attempt_p, max_failed_attempts)` failed attempts where
+    the task can show them. A turn-2 context is wrong with probability `mix.wrong_share`
+    (falling back to the correct trace if no corruption fails the verifier); confidence and
+    analysis are drawn after, and independently of, that choice.
     """
     out = []
     for example in examples:
-        trace = reference_trace(example)
+        failed = draw_failed_attempts(rng, failed_attempt_p, max_failed_attempts)
+        trace = reference_trace(example, rng, failed)
         if trace is None:
             continue
         kind = rng.choices(KINDS, weights=mix.weights)[0]
@@ -124,7 +139,7 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
             continue
         context, correct = trace, True
         if kind == "confidence" and rng.random() < mix.wrong_share:
-            wrong = get_task(example.data_source).wrong_trace(example, rng)
+            wrong = get_task(example.data_source).wrong_trace(example, rng, failed)
             if wrong is not None:
                 context, correct = wrong, False
         confidence, analysis = rng.choice(grid), rng.choice(analyses)

@@ -110,12 +110,22 @@ class CountdownTask(Task):
         return convert_countdown_file(path, n=n, test_size=test_size,
                                       test_fraction=test_fraction, solve_rows=solve)
 
-    def reference_trace(self, example: TaskExample) -> str | None:
-        return traces.reference_trace(example.extra)
+    def reference_trace(self, example: TaskExample, rng: random.Random | None = None,
+                        failed_attempts: int = 0) -> str | None:
+        """The solver's steps; with `failed_attempts`, that many (at most) failed attempts
+        first (`traces.with_failed_attempts`)."""
+        trace = traces.reference_trace(example.extra)
+        if trace is None or rng is None:
+            return trace
+        return traces.with_failed_attempts(trace, example.ground_truth, failed_attempts, rng)
 
-    def wrong_trace(self, example: TaskExample, rng: random.Random) -> str | None:
+    def wrong_trace(self, example: TaskExample, rng: random.Random,
+                    failed_attempts: int = 0) -> str | None:
         solution = example.extra.get("solution")
-        return traces.wrong_trace(solution, example.ground_truth, rng) if solution else None
+        trace = traces.wrong_trace(solution, example.ground_truth, rng) if solution else None
+        if trace is None:
+            return None
+        return traces.with_failed_attempts(trace, example.ground_truth, failed_attempts, rng)
 
     def corpus_texts(self, rng: random.Random) -> list[str]:
         """The system prompt, then the question in each style for 3 to 6 numbers."""

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from calibrl.protocol.completions import answer_trace
+from calibrl.protocol.tags import THINK_OPEN
 from calibrl.tasks.countdown.reward import verify_equation_strict
 
 _OPS = {
@@ -113,3 +114,71 @@ def reference_trace(extra: Mapping[str, Any]) -> str | None:
     if not solution or steps is None:
         return None
     return answer_trace(list(steps), solution)
+
+
+# --- search traces: failed attempts before the solution ----------------------------------------
+
+def _int_results(a: int, b: int) -> list[tuple[str, int]]:
+    """The steps `a op b` whose result is a non-negative integer, as (op, value)."""
+    out = [("+", a + b), ("*", a * b)]
+    if a >= b:
+        out.append(("-", a - b))
+    if b and a % b == 0:
+        out.append(("/", a // b))
+    return out
+
+
+def failed_attempt(numbers: Sequence[int], target: int, rng: random.Random
+                   ) -> tuple[list[str], str] | None:
+    """A random way through `numbers` that misses `target`: (step lines, its expression).
+
+    Every step but the last combines a random pair by a random operator with a non-negative
+    integer result (the larger operand first); the last step takes the operator whose result
+    is closest to the target, as a solver would, so an attempt only fails where its first
+    choices made the target unreachable. None if this draw hit the target (or a 2-number
+    problem, whose one step always picks the closest value, cannot fail this way).
+    """
+    items = [(int(n), str(int(n))) for n in numbers]  # (value, expression)
+    steps: list[str] = []
+    while len(items) > 1:
+        i, j = rng.sample(range(len(items)), 2)
+        (a, ea), (b, eb) = sorted((items[i], items[j]), key=lambda item: -item[0])
+        options = _int_results(a, b)
+        if len(items) == 2:
+            op, value = min(options, key=lambda o: (abs(o[1] - target), "+-*/".index(o[0])))
+        else:
+            op, value = rng.choice(options)
+        steps.append(f"{a} {op} {b} = {value}")
+        wrap = (lambda e: e if e.isdigit() else f"({e})")
+        rest = [item for k, item in enumerate(items) if k not in (i, j)]
+        items = rest + [(value, f"{wrap(ea)} {op} {wrap(eb)}")]
+    if items[0][0] == target:
+        return None
+    return steps, items[0][1]
+
+
+def failed_attempts(numbers: Sequence[int], target: int, count: int, rng: random.Random,
+                    tries: int = 20) -> list[tuple[list[str], str]]:
+    """Up to `count` distinct failed attempts (`failed_attempt`); fewer when `tries` draws
+    find no more."""
+    found: list[tuple[list[str], str]] = []
+    for _ in range(tries):
+        if len(found) >= count:
+            break
+        attempt = failed_attempt(numbers, target, rng)
+        if attempt is not None and attempt not in found:
+            found.append(attempt)
+    return found
+
+
+def with_failed_attempts(trace: str, ground_truth: Mapping[str, Any], failed: int,
+                         rng: random.Random) -> str:
+    """`trace` with up to `failed` failed attempts (`failed_attempt`) written at the start of
+    its think block, one step per line: what a model that checks its last step against the
+    target and tries again looks like before its final attempt."""
+    head = f"{THINK_OPEN}\n"
+    if failed <= 0 or not trace.startswith(head):
+        return trace
+    tried = failed_attempts(ground_truth["numbers"], int(ground_truth["target"]), failed, rng)
+    lines = "".join(line + "\n" for attempt, _ in tried for line in attempt)
+    return head + lines + trace[len(head):]

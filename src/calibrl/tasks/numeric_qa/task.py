@@ -119,10 +119,13 @@ class NumericQATask(Task):
         return convert_question_file(path, n=n, test_size=test_size,
                                      test_fraction=test_fraction, style=self.prompt_style)
 
-    def reference_trace(self, example: TaskExample) -> str | None:
+    def reference_trace(self, example: TaskExample, rng: random.Random | None = None,
+                        failed_attempts: int = 0) -> str | None:
+        """The worked steps; a word problem has no search to show, so no failed attempts."""
         return traces.reference_trace(example.extra)
 
-    def wrong_trace(self, example: TaskExample, rng: random.Random) -> str | None:
+    def wrong_trace(self, example: TaskExample, rng: random.Random,
+                    failed_attempts: int = 0) -> str | None:
         return traces.wrong_trace(example.extra, rng,
                                   lambda text: self.verify(text, example.ground_truth))
 

@@ -128,6 +128,10 @@ def _int_results(a: int, b: int) -> list[tuple[str, int]]:
     return out
 
 
+def _bracketed(expression: str) -> str:
+    return expression if expression.isdigit() else f"({expression})"
+
+
 def failed_attempt(numbers: Sequence[int], target: int, rng: random.Random
                    ) -> tuple[list[str], str] | None:
     """A random way through `numbers` that misses `target`: (step lines, its expression).
@@ -149,9 +153,8 @@ def failed_attempt(numbers: Sequence[int], target: int, rng: random.Random
         else:
             op, value = rng.choice(options)
         steps.append(f"{a} {op} {b} = {value}")
-        wrap = (lambda e: e if e.isdigit() else f"({e})")
         rest = [item for k, item in enumerate(items) if k not in (i, j)]
-        items = rest + [(value, f"{wrap(ea)} {op} {wrap(eb)}")]
+        items = rest + [(value, f"{_bracketed(ea)} {op} {_bracketed(eb)}")]
     if items[0][0] == target:
         return None
     return steps, items[0][1]

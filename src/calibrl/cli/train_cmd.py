@@ -6,7 +6,12 @@ from pathlib import Path
 
 import typer
 
-from calibrl.cli.options import OptionMap, config_option, overrides_argument
+from calibrl.cli.options import (
+    OptionMap,
+    config_option,
+    overrides_argument,
+    print_config_option,
+)
 from calibrl.settings.train import TrainSettings
 
 # Every setting of a run is a key=value override (`optim.lr=1e-5`); `--resume` and
@@ -18,6 +23,7 @@ def train(
     ctx: typer.Context,
     overrides: list[str] = overrides_argument(),
     config: Path = config_option(),
+    print_config: bool = print_config_option(),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint "
                                 "of the run directory (same as checkpoint.resume=auto)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run directory that "

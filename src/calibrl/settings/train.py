@@ -43,4 +43,7 @@ class TrainSettings(Section):
             raise ValueError("num_generations_answer=1 gives every answer advantage 0; use >= 2")
         if rollout.engine == "vllm" and self.model.path == "tiny":
             raise ValueError("the vllm engine needs a GPU model path, not the built-in 'tiny'")
+        if rollout.engine == "vllm" and self.model.lora.r > 0:
+            raise ValueError("model.lora with the vllm engine is not supported (vLLM would "
+                             "need the merged weights every step); use rollout.engine=hf")
         return self

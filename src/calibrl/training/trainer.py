@@ -6,7 +6,10 @@ each pass ending with one optimiser and one scheduler step -> hand the weights t
 The clipped policy-gradient loss compares with the log-probs of the policy before the step:
 with one pass they are the current ones detached (ratio 1, TRL's convention), with more they
 are computed once before the first pass. With `kl_coef > 0` a frozen copy of the initial
-model gives the reference log-probs of the KL term.
+model gives the reference log-probs of the KL term. `model.gradient_checkpointing` and
+`model.lora` change the policy before training (`calibrl.models.adapters`; with LoRA only the
+adapter trains and final-model is saved merged); `checkpoint.push_to_hub` pushes final-model
+once the run is complete on disk.
 
 Everything algorithmic is a call into `calibrl.algo` / `calibrl.rollout`; this module wires them
 with accelerate (device placement, mixed precision, gradient averaging), so the same code runs
@@ -44,6 +47,13 @@ from calibrl.algo import build_train_batch, histogram_values, rollout_stats, sco
 from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
 from calibrl.data import load_examples
 from calibrl.errors import UserError
+from calibrl.models.adapters import (
+    final_model,
+    load_trained_weights,
+    prepare_policy,
+    require_peft,
+    trainable_parameters,
+)
 from calibrl.models.loading import load_policy, resolve_model_path
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, run_rollout
@@ -111,6 +121,8 @@ class Trainer:
 
     def _build(self, cfg: TrainSettings, engine: Any) -> None:
         import_task_modules(cfg.data.task_modules)
+        if cfg.model.lora.r > 0:
+            require_peft()  # before minutes of loading
         self.examples = load_examples(cfg.data.train_path)
         if not self.examples:
             raise UserError(f"{cfg.data.train_path}: no training rows")
@@ -119,9 +131,11 @@ class Trainer:
         model_path = resolve_model_path(cfg.model.path, self.run_dir)
         model, self.tokenizer = load_policy(model_path, dtype=cfg.model.dtype,
                                             trust_remote_code=cfg.model.trust_remote_code)
+        model = prepare_policy(model, gradient_checkpointing=cfg.model.gradient_checkpointing,
+                               lora=cfg.model.lora)
         optim = cfg.optim
-        optimizer = torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=optim.betas,
-                                      weight_decay=optim.weight_decay)
+        optimizer = torch.optim.AdamW(trainable_parameters(model), lr=optim.lr,
+                                      betas=optim.betas, weight_decay=optim.weight_decay)
         passes = optim.total_steps * cfg.algorithm.ppo_epochs
         scheduler = get_scheduler(optim.scheduler, optimizer,
                                   num_warmup_steps=optim.warmup_steps * cfg.algorithm.ppo_epochs,
@@ -155,10 +169,7 @@ class Trainer:
         ckpt = self.resume_from
         if ckpt is None:
             return
-        from safetensors.torch import load_file
-
-        weights = load_file(str(ckpt.model_dir / "model.safetensors"))
-        self._unwrapped().load_state_dict(weights, strict=False)
+        load_trained_weights(self._unwrapped(), ckpt.model_dir)
         state = ckpt.load_state()
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -293,7 +304,21 @@ class Trainer:
             self.run.close(failed=True)
             raise
         self.run.close()
-        return self.run.final / "final-model"
+        final = self.run.final / "final-model"
+        if self.is_main and self.cfg.checkpoint.push_to_hub:
+            self._push_to_hub(self.cfg.checkpoint.push_to_hub, final)
+        return final
+
+    def _push_to_hub(self, repo_id: str, saved: Path) -> None:
+        """Push the final model and tokenizer; the run is complete on disk whatever happens."""
+        try:
+            self.final_model.push_to_hub(repo_id)
+            self.tokenizer.push_to_hub(repo_id)
+        except Exception as err:  # login, network or permission errors of huggingface_hub
+            raise UserError(f"pushing the final model to the Hub repo {repo_id!r} failed "
+                            f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
+                            f"it is saved in {saved}") from None
+        print(f"pushed the final model to https://huggingface.co/{repo_id}")
 
     def _train(self) -> None:
         cfg = self.cfg
@@ -321,8 +346,9 @@ class Trainer:
             bar.close()
             self.logger.close()
         if self.is_main:
+            self.final_model = final_model(self._unwrapped())  # LoRA: merged into the base
             with atomic_dir(self.run_dir / "final-model") as tmp:
-                self._unwrapped().save_pretrained(tmp)
+                self.final_model.save_pretrained(tmp)
                 self.tokenizer.save_pretrained(tmp)
             self.run.commit()
             print(f"final model: {self.run.final / 'final-model'}")

@@ -30,8 +30,11 @@ def train(
                                    "already holds a run (same as checkpoint.overwrite=true)."),
 ) -> None:
     """Train with RL (two-turn RLCR, single-turn RLCR or RLVR) from one config."""
-    from calibrl.training.trainer import Trainer
-
     then = (["checkpoint.resume=auto"] if resume else []) + (
         ["checkpoint.overwrite=true"] if overwrite else [])
-    Trainer(TRAIN.load(ctx, then=then)).train()
+    cfg = TRAIN.load(ctx, then=then)
+    # Imported after the settings are read: a bad key or --print-config pays for no torch.
+    from calibrl.evaluation.during_training import held_out_evaluator
+    from calibrl.training.trainer import Trainer
+
+    Trainer(cfg, evaluator=held_out_evaluator(cfg) if cfg.data.eval_path else None).train()

@@ -48,7 +48,9 @@ class ModelSection(Section):
 class DataSection(Section):
     train_path: str = Field("data/countdown/train.parquet",
                             description="Training parquet (verl/TinyZero schema).")
-    eval_path: str | None = Field(None, description="Held-out parquet for evaluation.")
+    eval_path: str | None = Field(None, description="Held-out data evaluated during training "
+                                  "(see eval.*): accuracy, ECE, Brier and AUROC go to the "
+                                  "metrics log as eval/*; None: no evaluation.")
     max_prompt_tokens: int = Field(256, gt=0, description="Longer prompts are left-truncated "
                                    "(and counted in the logs).")
     shuffle: bool = Field(True, description="Shuffle training prompts each epoch (seeded).")

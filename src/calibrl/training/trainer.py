@@ -9,7 +9,9 @@ are computed once before the first pass. With `kl_coef > 0` a frozen copy of the
 model gives the reference log-probs of the KL term. `model.gradient_checkpointing` and
 `model.lora` change the policy before training (`calibrl.models.adapters`; with LoRA only the
 adapter trains and final-model is saved merged); `checkpoint.push_to_hub` pushes final-model
-once the run is complete on disk.
+once the run is complete on disk. With `data.eval_path`, every `eval.every_steps` steps (and at
+the last) the main process scores held-out problems with an evaluator handed in by the caller
+(`calibrl.training.held_out`) and logs them as `eval/*` with that step's metrics.
 
 Everything algorithmic is a call into `calibrl.algo` / `calibrl.rollout`; this module wires them
 with accelerate (device placement, mixed precision, gradient averaging), so the same code runs
@@ -61,6 +63,7 @@ from calibrl.rollout.sampling import step_seed
 from calibrl.settings import TrainSettings, dump_settings
 from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import list_checkpoints, save_checkpoint, set_rng_state
+from calibrl.training.held_out import Evaluator, load_held_out
 from calibrl.training.metrics_log import MetricsLogger
 from calibrl.training.policy import token_logprobs
 from calibrl.training.prompt_sampler import PromptSampler
@@ -96,8 +99,10 @@ class _Accumulated:
 class Trainer:
     """Two-turn RLCR, single-turn RLCR or RLVR training from one `TrainSettings`."""
 
-    def __init__(self, cfg: TrainSettings, run_dir: Path | None = None, engine: Any = None) -> None:
-        """`engine` overrides the configured one (tests inject scripted engines)."""
+    def __init__(self, cfg: TrainSettings, run_dir: Path | None = None, engine: Any = None,
+                 evaluator: Evaluator | None = None) -> None:
+        """`engine` overrides the configured one (tests inject scripted engines); `evaluator`
+        scores held-out problems when `data.eval_path` is set (`calibrl.training.held_out`)."""
         self.cfg = cfg
         self.accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision)
         self.is_main = self.accelerator.is_main_process
@@ -107,6 +112,7 @@ class Trainer:
         self.run_dir = self.run.work
         try:
             self._build(cfg, engine)
+            self.held_out = load_held_out(cfg, evaluator)
         except BaseException:
             self.run.close(failed=True)
             raise
@@ -281,13 +287,20 @@ class Trainer:
         tokens = int(batch.response_mask.sum())
         metrics.update({"time/rollout_s": rollout_s, "time/train_s": step_s - rollout_s,
                         "time/step_s": step_s, "time/tokens_per_s": tokens / step_s})
+        if self.held_out is not None and self.is_main and self.held_out.due(self.step):
+            metrics.update(self._evaluate_held_out())
         self._log(metrics, tree, batch_examples)
         return metrics
+
+    def _evaluate_held_out(self) -> dict[str, float]:
+        self.model.eval()
+        with torch.no_grad(), self.accelerator.autocast():
+            return self.held_out.run(self._unwrapped(), self.tokenizer, self.engine)
 
     def _log(self, metrics: dict[str, float], tree, batch_examples) -> None:
         if not self.is_main:
             return
-        if self.step % self.cfg.logging.log_every == 0:
+        if self.step % self.cfg.logging.log_every == 0 or "time/eval_s" in metrics:
             self.logger.log(self.step, metrics)
             for name, values in histogram_values(tree).items():
                 self.logger.histogram(self.step, name, values)

@@ -47,7 +47,10 @@ class ModelSection(Section):
 
 class DataSection(Section):
     train_path: str = Field("data/countdown/train.parquet",
-                            description="Training parquet (verl/TinyZero schema).")
+                            description="Training rows (verl/TinyZero schema or Countdown "
+                            "{target, nums}): a .parquet/.json/.jsonl file, a folder (saved "
+                            "by datasets, or of data files), or a Hub data set id "
+                            "'org/name[:split]' or 'org/name:config:split' (split: train).")
     eval_path: str | None = Field(None, description="Held-out data evaluated during training "
                                   "(see eval.*): accuracy, ECE, Brier and AUROC go to the "
                                   "metrics log as eval/*; None: no evaluation.")

@@ -44,13 +44,16 @@ class HeldOut:
 
 
 def load_held_out(cfg: TrainSettings, evaluator: Evaluator | None) -> HeldOut | None:
-    """The run's `HeldOut` (None without `data.eval_path`); problems are checked at start-up."""
+    """The run's `HeldOut`; problems are checked at start-up. None without `data.eval_path`,
+    and (with a warning) without an evaluator."""
     path = cfg.data.eval_path
     if path is None:
         return None
-    if evaluator is None:
-        raise UserError("data.eval_path is set but this trainer has no evaluator: pass "
-                        "evaluator=calibrl.evaluation.during_training.held_out_evaluator(cfg)")
+    if evaluator is None:  # a library caller's Trainer(cfg); the CLI and the demo pass one
+        print("warning: data.eval_path is set but the trainer was given no evaluator, so "
+              "nothing is evaluated during training (pass evaluator=calibrl.evaluation."
+              "during_training.held_out_evaluator(cfg))")
+        return None
     examples = load_examples(path)[:cfg.eval.max_examples]
     if not examples:
         raise UserError(f"data.eval_path {path}: no rows to evaluate on")

@@ -10,7 +10,7 @@ import yaml
 
 from calibrl.cli import demo_cmd, eval_cmd, probe_cmd, sft_cmd, train_cmd
 from calibrl.cli.main import main
-from calibrl.cli.options import CONFIG_PARAM, OVERRIDES_PARAM
+from calibrl.cli.options import COMMON_PARAMS
 from calibrl.errors import UserError
 from calibrl.settings.base import leaf_fields
 from calibrl.settings.loader import load_settings
@@ -35,9 +35,9 @@ def test_every_option_is_a_field_with_its_default_and_help(name):
     function, options = COMMANDS[name]
     fields = leaf_fields(options.settings)
     params = _click_command(function).params
-    assert {CONFIG_PARAM, OVERRIDES_PARAM} <= {p.name for p in params}
+    assert set(COMMON_PARAMS) <= {p.name for p in params}
     for param in params:
-        if param.name in (CONFIG_PARAM, OVERRIDES_PARAM) or param.name in options.extra:
+        if param.name in COMMON_PARAMS or param.name in options.extra:
             continue
         key = options.key(param.name)
         assert key in fields, f"--{param.name} sets no field of {options.settings.__name__}"

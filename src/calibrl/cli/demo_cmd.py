@@ -6,7 +6,12 @@ from pathlib import Path
 
 import typer
 
-from calibrl.cli.options import OptionMap, overrides_argument
+from calibrl.cli.options import (
+    OptionMap,
+    overrides_argument,
+    print_config_and_exit,
+    print_config_option,
+)
 from calibrl.settings.demo import DemoSettings
 
 DEMO = OptionMap(DemoSettings, keys={"out": "out_dir"})
@@ -20,8 +25,11 @@ def demo(
                                 "key=value overrides apply on top of it."),
     out: Path = DEMO.option("out", "--out"),
     seed: int = DEMO.option("seed", "--seed"),
+    print_config: bool = print_config_option(),
 ) -> None:
     """Run the CPU demo and print where its output is."""
     from calibrl.demo.pipeline import load_demo_settings, run_demo
 
-    run_demo(load_demo_settings(config, overrides, DEMO.given(ctx)))
+    settings = load_demo_settings(config, overrides, DEMO.given(ctx))
+    print_config_and_exit(ctx, settings)
+    run_demo(settings)

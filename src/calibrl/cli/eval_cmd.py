@@ -6,7 +6,12 @@ from pathlib import Path
 
 import typer
 
-from calibrl.cli.options import OptionMap, config_option, overrides_argument
+from calibrl.cli.options import (
+    OptionMap,
+    config_option,
+    overrides_argument,
+    print_config_option,
+)
 from calibrl.errors import UserError
 from calibrl.protocol.modes import mode_names
 from calibrl.settings.eval import EvalSettings
@@ -18,6 +23,7 @@ def evaluate(
     ctx: typer.Context,
     overrides: list[str] = overrides_argument(),
     config: Path = config_option(),
+    print_config: bool = print_config_option(),
     model: str = EVAL.option("model", "--model"),
     data: Path = EVAL.option("data", "--data"),
     mode: str = EVAL.option("mode", "--mode", more_help=" (" + " | ".join(mode_names()) + ")"),

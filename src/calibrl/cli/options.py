@@ -5,6 +5,9 @@ option whose default and help are the field's, and `OptionMap.load` reads the se
 `--config FILE`, then the options given on the command line, then `key=value` overrides (later
 wins). An option left at its default sets nothing, so a config file's value stands.
 `tests/cli/test_options_match_settings.py` walks every command's options against its fields.
+
+Every command also takes `--print-config`: print the resolved settings, each field with its
+help text (`calibrl.settings.describe`), and exit 0 without running.
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from typing import Any
 import typer
 
 from calibrl.settings.base import Section, field_at
+from calibrl.settings.describe import describe_settings
 from calibrl.settings.loader import load_settings
 
-# The two parameters every command has besides its typed options.
+# The parameters every command has besides its typed options.
 CONFIG_PARAM = "config"
 OVERRIDES_PARAM = "overrides"
+PRINT_CONFIG_PARAM = "print_config"
+COMMON_PARAMS = (CONFIG_PARAM, OVERRIDES_PARAM, PRINT_CONFIG_PARAM)
 # Compared by name: typer's click and an installed click each have their own enum.
 _GIVEN = ("COMMANDLINE", "ENVIRONMENT")
 _FROM_FIELD = object()
@@ -35,6 +41,19 @@ def config_option() -> Any:
 def overrides_argument() -> Any:
     return typer.Argument(None, help="Settings as dotted key=value (values read as YAML), "
                           "applied last, e.g. temperature=0.7.", show_default=False)
+
+
+def print_config_option() -> Any:
+    return typer.Option(False, "--print-config", help="Print the resolved settings (config "
+                        "file, options and overrides applied), every field with its help "
+                        "text, and exit without running.")
+
+
+def print_config_and_exit(ctx: typer.Context, settings: Section) -> None:
+    """With `--print-config`: print `settings` with every field's help and exit 0."""
+    if ctx.params.get(PRINT_CONFIG_PARAM):
+        typer.echo(describe_settings(settings), nl=False)
+        raise typer.Exit(0)
 
 
 def plain(value: Any) -> Any:
@@ -82,12 +101,15 @@ class OptionMap:
     def given(self, ctx: typer.Context) -> dict[str, Any]:
         """Dotted key -> value of the typed options given on the command line."""
         return {self.key(name): self.value(name, value) for name, value in ctx.params.items()
-                if name not in (CONFIG_PARAM, OVERRIDES_PARAM, *self.extra)
+                if name not in (*COMMON_PARAMS, *self.extra)
                 and getattr(ctx.get_parameter_source(name), "name", None) in _GIVEN}
 
     def load(self, ctx: typer.Context, then: list[str] | None = None) -> Any:
         """The command's settings: config file, then given options, then overrides (and
-        `then`, overrides a command adds for a shortcut flag)."""
+        `then`, overrides a command adds for a shortcut flag). With `--print-config` they are
+        printed and the command exits here."""
         overrides = [*(ctx.params.get(OVERRIDES_PARAM) or []), *(then or [])]
-        return load_settings(self.settings, ctx.params.get(CONFIG_PARAM), overrides,
-                             self.given(ctx))
+        settings = load_settings(self.settings, ctx.params.get(CONFIG_PARAM), overrides,
+                                 self.given(ctx))
+        print_config_and_exit(ctx, settings)
+        return settings

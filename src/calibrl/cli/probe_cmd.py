@@ -7,7 +7,12 @@ from typing import Any
 
 import typer
 
-from calibrl.cli.options import OptionMap, config_option, overrides_argument
+from calibrl.cli.options import (
+    OptionMap,
+    config_option,
+    overrides_argument,
+    print_config_option,
+)
 from calibrl.errors import UserError
 from calibrl.probe.summary import ends_lines
 from calibrl.settings.probe import FORCED_TEXT, ProbeSettings, parse_points, points_text
@@ -26,6 +31,7 @@ def probe(
     ctx: typer.Context,
     overrides: list[str] = overrides_argument(),
     config: Path = config_option(),
+    print_config: bool = print_config_option(),
     model: str = PROBE.option("model", "--model"),
     data: Path = PROBE.option("data", "--data"),
     out: Path = PROBE.option("out", "--out"),

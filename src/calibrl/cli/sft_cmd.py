@@ -6,7 +6,12 @@ from pathlib import Path
 
 import typer
 
-from calibrl.cli.options import OptionMap, config_option, overrides_argument
+from calibrl.cli.options import (
+    OptionMap,
+    config_option,
+    overrides_argument,
+    print_config_option,
+)
 from calibrl.errors import UserError
 from calibrl.settings.sft import SFTMix, SFTSettings, parse_mix
 
@@ -24,6 +29,7 @@ def sft(
     ctx: typer.Context,
     overrides: list[str] = overrides_argument(),
     config: Path = config_option(),
+    print_config: bool = print_config_option(),
     data: Path = SFT.option("data", "--data"),
     out: Path = SFT.option("out", "--out"),
     exclude: list[Path] = SFT.option("exclude", "--exclude", shown=[], more_help=" Repeatable."),

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import typer
 
-from calibrl.cli.options import OptionMap, config_option, overrides_argument
+from calibrl.cli.options import (
+    OptionMap,
+    config_option,
+    overrides_argument,
+    print_config_option,
+)
 from calibrl.settings.train import TrainSettings
 
 # Every setting of a run is a key=value override (`optim.lr=1e-5`); `--resume` and
@@ -18,14 +23,18 @@ def train(
     ctx: typer.Context,
     overrides: list[str] = overrides_argument(),
     config: Path = config_option(),
+    print_config: bool = print_config_option(),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint "
                                 "of the run directory (same as checkpoint.resume=auto)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a run directory that "
                                    "already holds a run (same as checkpoint.overwrite=true)."),
 ) -> None:
     """Train with RL (two-turn RLCR, single-turn RLCR or RLVR) from one config."""
-    from calibrl.training.trainer import Trainer
-
     then = (["checkpoint.resume=auto"] if resume else []) + (
         ["checkpoint.overwrite=true"] if overwrite else [])
-    Trainer(TRAIN.load(ctx, then=then)).train()
+    cfg = TRAIN.load(ctx, then=then)
+    # Imported after the settings are read: a bad key or --print-config pays for no torch.
+    from calibrl.evaluation.during_training import held_out_evaluator
+    from calibrl.training.trainer import Trainer
+
+    Trainer(cfg, evaluator=held_out_evaluator(cfg) if cfg.data.eval_path else None).train()

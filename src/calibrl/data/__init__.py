@@ -1,6 +1,7 @@
 """Data: parquet in the verl/TinyZero schema, readers for public formats.
 
-Iterate a data set as `TaskExample`s with `load_examples(path)`; write one with `write_examples`.
+Iterate a data set as `TaskExample`s with `load_examples(path)` (a file, a folder or a Hub data
+set id: `sources`); write one with `write_examples`.
 A task makes its own data sets (`Task.generate`, `Task.convert_file`).
 """
 

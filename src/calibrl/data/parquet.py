@@ -148,14 +148,17 @@ def read_rows(path: str | Path) -> list[Any]:
 
 
 def load_examples(path: str | Path) -> list[TaskExample]:
-    """Every row of a data file as a checked `TaskExample`.
+    """Every row of a data file, folder or Hub data set (`calibrl.data.sources`) as a checked
+    `TaskExample`.
 
     Reads verl/TinyZero rows (ours or TinyZero's own files) and the public Countdown
     `{"target", "nums"}` rows. A malformed row raises `UserError` naming the file, the row
     (0-based) and what is wrong.
     """
+    from calibrl.data.sources import read_source_rows  # sources builds on this module
+
     examples = []
-    for position, row in enumerate(read_rows(path)):
+    for position, row in enumerate(read_source_rows(path)):
         try:
             examples.append(example_from_row(row, position))
         except UserError as err:

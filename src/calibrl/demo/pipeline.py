@@ -140,6 +140,7 @@ def stage_eval(settings: DemoSettings, model_dir: Path, name: str) -> dict[str, 
 
 def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
     """Two-turn RLCR from the warmed-up model; returns the final model directory."""
+    from calibrl.evaluation.during_training import held_out_evaluator
     from calibrl.training.trainer import Trainer
 
     out = Path(settings.out_dir)
@@ -147,7 +148,8 @@ def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
                                    "data.train_path": str(out / "data/rl.parquet"),
                                    "logging.output_dir": str(out), "logging.run_name": "rl",
                                    "checkpoint.overwrite": True})
-    return Trainer(config).train()
+    evaluator = held_out_evaluator(config) if config.data.eval_path else None
+    return Trainer(config, evaluator=evaluator).train()
 
 
 def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:

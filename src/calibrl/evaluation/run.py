@@ -70,16 +70,19 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
 
 
 def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],
-                      settings: EvalSection, *, engine: Any = None, progress: bool = True
+                      settings: EvalSection, *, engine: Any = None, progress: bool = True,
+                      max_prompt_tokens: int = 256, chat_template: str = "auto"
                       ) -> list[dict[str, Any]]:
-    """Prediction rows (one per answer) for `examples`."""
+    """Prediction rows (one per answer) for `examples` (prompts rendered as in training:
+    `chat_template`, left-truncated to `max_prompt_tokens`)."""
     engine = engine or make_engine("hf", model, tokenizer)
     rollout = RolloutSettings(num_generations_answer=settings.samples,
                               num_generations_confidence=1, temperature=settings.temperature,
                               top_p=settings.top_p, top_k=settings.top_k,
                               max_answer_tokens=settings.max_answer_tokens,
                               max_confidence_tokens=settings.max_confidence_tokens,
-                              confidence_question=settings.confidence_question)
+                              confidence_question=settings.confidence_question,
+                              max_prompt_tokens=max_prompt_tokens, chat_template=chat_template)
     rows: list[dict[str, Any]] = []
     chunks = range(0, len(examples), settings.batch_prompts)
     for n, start in enumerate(tqdm(chunks, desc=f"eval {settings.mode}", disable=not progress)):

@@ -5,6 +5,7 @@ training, evaluation, probe, the demo and the command line can all read it.
 
 - `base`: `Section` (unknown keys refused, frozen, one-line `UserError`s), dotted-key helpers;
 - `loader`: YAML file + typed options + `key=value` overrides -> settings; dump as YAML;
+- `describe`: the resolved settings as YAML with every field's help (`--print-config`);
 - `sections`: model, data, sampling, rollout, algorithm, optim, logging, checkpoint;
 - `train`, `sft`, `eval`, `probe`, `demo`: each command's settings class.
 """

@@ -15,6 +15,20 @@ from calibrl.protocol.prompts import CONFIDENCE_QUESTION
 from calibrl.settings.base import AdamBetas, Section
 
 
+class LoraSection(Section):
+    """A LoRA adapter (peft) instead of training every weight."""
+
+    r: int = Field(0, ge=0, description="LoRA rank; 0 trains every weight (no adapter). "
+                   "Above 0 needs peft (extra `calibrl[peft]`); checkpoints then hold the "
+                   "adapter and final-model the merged weights.")
+    alpha: float = Field(16.0, gt=0, description="LoRA alpha: the update is scaled by "
+                         "alpha / r.")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the LoRA branch's input.")
+    target_modules: str | list[str] = Field(
+        "all-linear", description="Modules that get an adapter: 'all-linear' (every linear "
+        "layer but the output head) or a list of module names, e.g. [q_proj, v_proj].")
+
+
 class ModelSection(Section):
     path: str = Field("tiny", description="Hugging Face model directory or hub-style name, or "
                       "'tiny' to build calibrl's tiny Countdown model in the run directory.")
@@ -24,12 +38,22 @@ class ModelSection(Section):
         "auto", description="'auto': the tokenizer's chat template; 'plain': 'User: ... "
         "Assistant:' text for base models without one.")
     trust_remote_code: bool = Field(False, description="Passed to from_pretrained.")
+    gradient_checkpointing: bool = Field(False, description="Recompute activations in the "
+                                         "backward pass (transformers' "
+                                         "gradient_checkpointing_enable): less memory, about "
+                                         "a third more compute per update.")
+    lora: LoraSection = Field(default_factory=LoraSection, description="LoRA adapter.")
 
 
 class DataSection(Section):
     train_path: str = Field("data/countdown/train.parquet",
-                            description="Training parquet (verl/TinyZero schema).")
-    eval_path: str | None = Field(None, description="Held-out parquet for evaluation.")
+                            description="Training rows (verl/TinyZero schema or Countdown "
+                            "{target, nums}): a .parquet/.json/.jsonl file, a folder (saved "
+                            "by datasets, or of data files), or a Hub data set id "
+                            "'org/name[:split]' or 'org/name:config:split' (split: train).")
+    eval_path: str | None = Field(None, description="Held-out data evaluated during training "
+                                  "(see eval.*): accuracy, ECE, Brier and AUROC go to the "
+                                  "metrics log as eval/*; None: no evaluation.")
     max_prompt_tokens: int = Field(256, gt=0, description="Longer prompts are left-truncated "
                                    "(and counted in the logs).")
     shuffle: bool = Field(True, description="Shuffle training prompts each epoch (seeded).")
@@ -158,3 +182,7 @@ class CheckpointSection(Section):
                                "directory) or a checkpoint path to resume from.")
     overwrite: bool = Field(False, description="Replace a run directory that already holds a "
                             "run; the new run is written beside it and swapped in when done.")
+    push_to_hub: str | None = Field(None, min_length=1, description="Hugging Face Hub repo id "
+                                    "('user/name') that final-model and its tokenizer are "
+                                    "pushed to when the run ends (needs `hf auth login`); "
+                                    "None: nothing is pushed.")

@@ -17,6 +17,27 @@ from calibrl.settings.sections import (
 )
 
 
+class HeldOutEvalSection(Section):
+    """Evaluation on `data.eval_path` while training; the answers are sampled in the run's mode
+    with the rollout's token limits and confidence question."""
+
+    every_steps: int = Field(20, gt=0, description="Steps between evaluations on "
+                             "data.eval_path; the last step is always evaluated.")
+    max_examples: int = Field(64, gt=0, description="Evaluate the first N problems of "
+                              "data.eval_path only (keeps each evaluation cheap).")
+    samples: int = Field(1, ge=1, description="Answers sampled per problem.")
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="Sampling "
+                               "temperature (both turns); 0 = greedy.")
+    batch_prompts: int = Field(64, gt=0, description="Problems sampled together.")
+
+    @model_validator(mode="after")
+    def _sampling_differs(self) -> HeldOutEvalSection:
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError("samples > 1 with temperature 0 repeats one greedy answer; set "
+                             "temperature > 0")
+        return self
+
+
 class TrainSettings(Section):
     """A full run: model, data, rollout, algorithm, optimisation, logging, checkpoints."""
 
@@ -27,6 +48,8 @@ class TrainSettings(Section):
     algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection,
                                         description="Mode, rewards, advantages and loss.")
     optim: OptimSection = Field(default_factory=OptimSection, description="Optimisation.")
+    eval: HeldOutEvalSection = Field(default_factory=HeldOutEvalSection,
+                                     description="Evaluation on data.eval_path during training.")
     logging: LoggingSection = Field(default_factory=LoggingSection, description="Metrics/logs.")
     checkpoint: CheckpointSection = Field(default_factory=CheckpointSection,
                                           description="Checkpointing and resume.")
@@ -43,4 +66,7 @@ class TrainSettings(Section):
             raise ValueError("num_generations_answer=1 gives every answer advantage 0; use >= 2")
         if rollout.engine == "vllm" and self.model.path == "tiny":
             raise ValueError("the vllm engine needs a GPU model path, not the built-in 'tiny'")
+        if rollout.engine == "vllm" and self.model.lora.r > 0:
+            raise ValueError("model.lora with the vllm engine is not supported (vLLM would "
+                             "need the merged weights every step); use rollout.engine=hf")
         return self

@@ -6,7 +6,12 @@ each pass ending with one optimiser and one scheduler step -> hand the weights t
 The clipped policy-gradient loss compares with the log-probs of the policy before the step:
 with one pass they are the current ones detached (ratio 1, TRL's convention), with more they
 are computed once before the first pass. With `kl_coef > 0` a frozen copy of the initial
-model gives the reference log-probs of the KL term.
+model gives the reference log-probs of the KL term. `model.gradient_checkpointing` and
+`model.lora` change the policy before training (`calibrl.models.adapters`; with LoRA only the
+adapter trains and final-model is saved merged); `checkpoint.push_to_hub` pushes final-model
+once the run is complete on disk. With `data.eval_path`, every `eval.every_steps` steps (and at
+the last) the main process scores held-out problems with an evaluator handed in by the caller
+(`calibrl.training.held_out`) and logs them as `eval/*` with that step's metrics.
 
 Everything algorithmic is a call into `calibrl.algo` / `calibrl.rollout`; this module wires them
 with accelerate (device placement, mixed precision, gradient averaging), so the same code runs
@@ -44,6 +49,13 @@ from calibrl.algo import build_train_batch, histogram_values, rollout_stats, sco
 from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
 from calibrl.data import load_examples
 from calibrl.errors import UserError
+from calibrl.models.adapters import (
+    final_model,
+    load_trained_weights,
+    prepare_policy,
+    require_peft,
+    trainable_parameters,
+)
 from calibrl.models.loading import load_policy, resolve_model_path
 from calibrl.rollout.engine import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, run_rollout
@@ -51,6 +63,7 @@ from calibrl.rollout.sampling import step_seed
 from calibrl.settings import TrainSettings, dump_settings
 from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import list_checkpoints, save_checkpoint, set_rng_state
+from calibrl.training.held_out import Evaluator, load_held_out
 from calibrl.training.metrics_log import MetricsLogger
 from calibrl.training.policy import token_logprobs
 from calibrl.training.prompt_sampler import PromptSampler
@@ -86,8 +99,10 @@ class _Accumulated:
 class Trainer:
     """Two-turn RLCR, single-turn RLCR or RLVR training from one `TrainSettings`."""
 
-    def __init__(self, cfg: TrainSettings, run_dir: Path | None = None, engine: Any = None) -> None:
-        """`engine` overrides the configured one (tests inject scripted engines)."""
+    def __init__(self, cfg: TrainSettings, run_dir: Path | None = None, engine: Any = None,
+                 evaluator: Evaluator | None = None) -> None:
+        """`engine` overrides the configured one (tests inject scripted engines); `evaluator`
+        scores held-out problems when `data.eval_path` is set (`calibrl.training.held_out`)."""
         self.cfg = cfg
         self.accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision)
         self.is_main = self.accelerator.is_main_process
@@ -97,6 +112,7 @@ class Trainer:
         self.run_dir = self.run.work
         try:
             self._build(cfg, engine)
+            self.held_out = load_held_out(cfg, evaluator)
         except BaseException:
             self.run.close(failed=True)
             raise
@@ -111,6 +127,8 @@ class Trainer:
 
     def _build(self, cfg: TrainSettings, engine: Any) -> None:
         import_task_modules(cfg.data.task_modules)
+        if cfg.model.lora.r > 0:
+            require_peft()  # before minutes of loading
         self.examples = load_examples(cfg.data.train_path)
         if not self.examples:
             raise UserError(f"{cfg.data.train_path}: no training rows")
@@ -119,9 +137,11 @@ class Trainer:
         model_path = resolve_model_path(cfg.model.path, self.run_dir)
         model, self.tokenizer = load_policy(model_path, dtype=cfg.model.dtype,
                                             trust_remote_code=cfg.model.trust_remote_code)
+        model = prepare_policy(model, gradient_checkpointing=cfg.model.gradient_checkpointing,
+                               lora=cfg.model.lora)
         optim = cfg.optim
-        optimizer = torch.optim.AdamW(model.parameters(), lr=optim.lr, betas=optim.betas,
-                                      weight_decay=optim.weight_decay)
+        optimizer = torch.optim.AdamW(trainable_parameters(model), lr=optim.lr,
+                                      betas=optim.betas, weight_decay=optim.weight_decay)
         passes = optim.total_steps * cfg.algorithm.ppo_epochs
         scheduler = get_scheduler(optim.scheduler, optimizer,
                                   num_warmup_steps=optim.warmup_steps * cfg.algorithm.ppo_epochs,
@@ -155,10 +175,7 @@ class Trainer:
         ckpt = self.resume_from
         if ckpt is None:
             return
-        from safetensors.torch import load_file
-
-        weights = load_file(str(ckpt.model_dir / "model.safetensors"))
-        self._unwrapped().load_state_dict(weights, strict=False)
+        load_trained_weights(self._unwrapped(), ckpt.model_dir)
         state = ckpt.load_state()
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -270,13 +287,20 @@ class Trainer:
         tokens = int(batch.response_mask.sum())
         metrics.update({"time/rollout_s": rollout_s, "time/train_s": step_s - rollout_s,
                         "time/step_s": step_s, "time/tokens_per_s": tokens / step_s})
+        if self.held_out is not None and self.is_main and self.held_out.due(self.step):
+            metrics.update(self._evaluate_held_out())
         self._log(metrics, tree, batch_examples)
         return metrics
+
+    def _evaluate_held_out(self) -> dict[str, float]:
+        self.model.eval()
+        with torch.no_grad(), self.accelerator.autocast():
+            return self.held_out.run(self._unwrapped(), self.tokenizer, self.engine)
 
     def _log(self, metrics: dict[str, float], tree, batch_examples) -> None:
         if not self.is_main:
             return
-        if self.step % self.cfg.logging.log_every == 0:
+        if self.step % self.cfg.logging.log_every == 0 or "time/eval_s" in metrics:
             self.logger.log(self.step, metrics)
             for name, values in histogram_values(tree).items():
                 self.logger.histogram(self.step, name, values)
@@ -293,7 +317,21 @@ class Trainer:
             self.run.close(failed=True)
             raise
         self.run.close()
-        return self.run.final / "final-model"
+        final = self.run.final / "final-model"
+        if self.is_main and self.cfg.checkpoint.push_to_hub:
+            self._push_to_hub(self.cfg.checkpoint.push_to_hub, final)
+        return final
+
+    def _push_to_hub(self, repo_id: str, saved: Path) -> None:
+        """Push the final model and tokenizer; the run is complete on disk whatever happens."""
+        try:
+            self.final_model.push_to_hub(repo_id)
+            self.tokenizer.push_to_hub(repo_id)
+        except Exception as err:  # login, network or permission errors of huggingface_hub
+            raise UserError(f"pushing the final model to the Hub repo {repo_id!r} failed "
+                            f"({str(err).splitlines()[0] if str(err) else type(err).__name__}); "
+                            f"it is saved in {saved}") from None
+        print(f"pushed the final model to https://huggingface.co/{repo_id}")
 
     def _train(self) -> None:
         cfg = self.cfg
@@ -321,8 +359,9 @@ class Trainer:
             bar.close()
             self.logger.close()
         if self.is_main:
+            self.final_model = final_model(self._unwrapped())  # LoRA: merged into the base
             with atomic_dir(self.run_dir / "final-model") as tmp:
-                self._unwrapped().save_pretrained(tmp)
+                self.final_model.save_pretrained(tmp)
                 self.tokenizer.save_pretrained(tmp)
             self.run.commit()
             print(f"final model: {self.run.final / 'final-model'}")

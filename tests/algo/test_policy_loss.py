@@ -5,7 +5,13 @@ import math
 import pytest
 import torch
 
-from calibrl.algo.policy_loss import aggregate_loss, kl_penalty, micro_batch_weight, policy_loss
+from calibrl.algo.policy_loss import (
+    aggregate_loss,
+    kl_penalty,
+    micro_batch_weight,
+    policy_loss,
+    row_kl_coef,
+)
 from calibrl.errors import UserError
 
 
@@ -37,10 +43,11 @@ def loop_loss(
             loss = -min(r * a, min(max(r, 1 - clip_low), 1 + clip_high) * a)
             if dual_clip is not None and a < 0:
                 loss = min(loss, -dual_clip * a)
-            if ref is not None and kl_coef:
+            coef = kl_coef[i] if isinstance(kl_coef, (list, tuple)) else kl_coef
+            if ref is not None and coef:
                 d = logp[i][t] - ref[i][t]
                 kl = {"k1": d, "k2": d * d / 2, "k3": math.exp(-d) + d - 1}[kl_estimator]
-                loss += kl_coef * kl
+                loss += coef * kl
             row.append(loss)
         rows.append(row)
     tokens = sum(len(r) for r in rows)
@@ -226,6 +233,28 @@ def test_kl_clamps_follow_verl():
     assert k3 == [10.0, 10.0, 10.0]
     small = kl_penalty(torch.tensor([[-1.0]]), torch.tensor([[-1.2]]), "low_var_kl")
     assert float(small) == pytest.approx(math.exp(-0.2) + 0.2 - 1)  # inside the clamps
+
+
+def test_kl_coefficient_per_row_matches_the_loop():
+    logp, old, adv, mask, ref = random_inputs(11)
+    coefs = [0.0, 0.3, 0.0, 0.1, 0.5]
+    for agg in ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"):
+        loss, _ = policy_loss(logp, old, adv, mask, agg=agg, ref_logp=ref,
+                              kl_coef=torch.tensor(coefs))
+        expected = loop_loss(logp.tolist(), old.tolist(), adv.tolist(), mask.tolist(), agg=agg,
+                             ref=ref.tolist(), kl_coef=coefs)
+        assert float(loss) == pytest.approx(expected, rel=1e-5), agg
+    # All-zero rows mean no KL at all, the same as kl_coef=0.
+    zero, _ = policy_loss(logp, old, adv, mask, ref_logp=ref, kl_coef=torch.zeros(5))
+    none, _ = policy_loss(logp, old, adv, mask)
+    assert float(zero) == float(none)
+
+
+def test_row_kl_coef_by_sample_type():
+    types = torch.tensor([0, 1, 1, 0])
+    assert row_kl_coef(types, 0.1, None).tolist() == pytest.approx([0.1] * 4)
+    assert row_kl_coef(types, 0.1, 0.0).tolist() == pytest.approx([0.1, 0.0, 0.0, 0.1])
+    assert row_kl_coef(types, 0.0, 0.2).tolist() == pytest.approx([0.0, 0.2, 0.2, 0.0])
 
 
 def test_bad_options_are_user_errors():

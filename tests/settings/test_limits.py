@@ -72,7 +72,8 @@ def test_negative_counts_and_temperatures_are_refused(values, key):
     ({"numbers": [0, 3], "size_weights": [1, 1, 1, 1]}, "1 <= fewest"),
     ({"size_weights": [-1, 2, 1]}, "size_weights must be non-negative"),
     ({"sft_size_weights": [1, 1]}, "sft_size_weights needs one weight per size 2..4, got 2"),
-    ({"test_size": 16000}, "test_size (16000) must be below n_problems (16000)"),
+    ({"test_size": 16000, "n_problems": 16000},
+     "test_size (16000) must be below n_problems (16000)"),
 ])
 def test_demo_data_sizes_and_weights_must_fit_together(change, message):
     import yaml

@@ -120,11 +120,22 @@ def _check_options(clip_low: float, clip_high: float, dual_clip: float | None, a
         raise UserError(f"unknown loss aggregation {agg!r}; expected one of {AGGREGATIONS}")
 
 
+def row_kl_coef(sample_type: torch.Tensor, kl_coef: float, kl_coef_confidence: float | None
+                ) -> torch.Tensor:
+    """`[B]` KL coefficient per row: `kl_coef_confidence` on confidence samples
+    (`sample_type == 1`, `[B]`) when given, `kl_coef` on the rest."""
+    coef = torch.full(sample_type.shape, float(kl_coef))
+    if kl_coef_confidence is not None:
+        coef[sample_type == 1] = float(kl_coef_confidence)
+    return coef
+
+
 def policy_loss(
     logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, loss_mask: torch.Tensor,
     *, clip_low: float = 0.2, clip_high: float = 0.2, dual_clip: float | None = None,
     agg: Aggregation = "token_mean", max_len: int | None = None,
-    ref_logp: torch.Tensor | None = None, kl_coef: float = 0.0, kl_estimator: KLEstimator = "k3",
+    ref_logp: torch.Tensor | None = None, kl_coef: float | torch.Tensor = 0.0,
+    kl_estimator: KLEstimator = "k3",
     eta: float = 1e-8, log_ratio_clip: float = 20.0, sample_type: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped surrogate loss and its metrics.
@@ -140,7 +151,8 @@ def policy_loss(
         agg, max_len, eta: aggregation (module doc); `eta` (default 1e-8) only guards an empty
             mask in the token-mean denominator `sum(M) + eta`, so it is negligible otherwise.
         ref_logp, kl_coef, kl_estimator: optional KL penalty to a reference policy, added per
-            token before aggregation when `ref_logp` is given and `kl_coef != 0`.
+            token before aggregation when `ref_logp` is given and `kl_coef` is not all 0;
+            `kl_coef` is one number or one per row (`[B]`, e.g. by sample type).
         log_ratio_clip: `logp - old_logp` is clamped to `±log_ratio_clip` before `exp`, so a
             stale token cannot produce inf (the KL estimators clamp as `kl_penalty` says).
         sample_type: optional `[B]` (0 answer, 1 confidence); adds per-type metrics.
@@ -167,10 +179,12 @@ def policy_loss(
     adv = torch.where(mask, advantages.to(logp.dtype), zeros)  # [B, R]
     terms = _surrogate(lp, old_lp, adv, clip_low, clip_high, dual_clip, log_ratio_clip)
     per_token = terms["pg_loss"]
-    if ref_logp is not None and kl_coef != 0.0:
+    coef = torch.as_tensor(kl_coef, dtype=logp.dtype, device=logp.device)
+    if ref_logp is not None and bool((coef != 0).any()):
         ref_lp = torch.where(mask, ref_logp.to(logp.dtype), zeros)
         terms["kl"] = kl_penalty(lp, ref_lp, kl_estimator)
-        per_token = per_token + kl_coef * terms["kl"]  # the KL is 0 off the mask
+        row_coef = coef.reshape(-1, 1) if coef.ndim else coef  # [B, 1] or scalar
+        per_token = per_token + row_coef * terms["kl"]  # the KL is 0 off the mask
     loss = aggregate_loss(per_token, loss_mask, agg, max_len=max_len, eta=eta)
     with torch.no_grad():
         metrics = _loss_metrics(terms, adv, clip_low, clip_high, mask, sample_type)

@@ -135,6 +135,11 @@ class AlgorithmSection(Section):
         "(Dr. GRPO).")
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference model; 0 loads "
                            "no reference model.")
+    kl_coef_confidence: float | None = Field(None, ge=0, description="KL coefficient on "
+                                             "confidence samples; None: kl_coef. 0 anchors "
+                                             "only the answers, so the confidence can move "
+                                             "freely (the reference model is loaded when "
+                                             "either coefficient is above 0).")
     kl_estimator: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = Field(
         "k3", description="KL estimator, by verl's names and clamps (calibrl.algo.policy_loss."
         "kl_penalty): k1/kl, abs, k2/mse, k3/low_var_kl.")
@@ -142,6 +147,11 @@ class AlgorithmSection(Section):
                             "recomputes old log-probs with the pre-update policy.")
 
     _known_mode = field_validator("mode")(known_mode)
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether any sample type carries a KL penalty (a reference model is needed)."""
+        return self.kl_coef > 0 or (self.kl_coef_confidence or 0.0) > 0
 
 
 class OptimSection(Section):

@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from calibrl.algo import build_train_batch, histogram_values, rollout_stats, score_tree
-from calibrl.algo.policy_loss import micro_batch_weight, policy_loss
+from calibrl.algo.policy_loss import micro_batch_weight, policy_loss, row_kl_coef
 from calibrl.data import load_examples
 from calibrl.errors import UserError
 from calibrl.models.adapters import (
@@ -149,7 +149,7 @@ class Trainer:
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(
             model, optimizer, scheduler)
         self.ref_model = None
-        if cfg.algorithm.kl_coef > 0:
+        if cfg.algorithm.uses_reference:
             ref, _ = load_policy(model_path, dtype=cfg.model.dtype,
                                  trust_remote_code=cfg.model.trust_remote_code)
             self.ref_model = self.accelerator.prepare_model(ref.eval().requires_grad_(False),
@@ -251,7 +251,9 @@ class Trainer:
                         logp, logp.detach() if old is None else old[i], mb.advantages,
                         mb.loss_mask, clip_low=algo.clip_low, clip_high=algo.clip_high,
                         dual_clip=algo.dual_clip, agg=algo.loss_agg,
-                        max_len=self.settings.max_response_tokens(algo.mode), kl_coef=algo.kl_coef,
+                        max_len=self.settings.max_response_tokens(algo.mode),
+                        kl_coef=row_kl_coef(mb.sample_type, algo.kl_coef,
+                                            algo.kl_coef_confidence),
                         ref_logp=None if ref is None else ref[i], kl_estimator=algo.kl_estimator,
                         sample_type=mb.sample_type)
                 self.accelerator.backward(loss * weight)

@@ -28,7 +28,7 @@ from typing import Literal
 
 import torch
 
-from calibrl.algo.rollout_tree import SAMPLE_TYPE_NAMES
+from calibrl.algo.rollout_tree import CONFIDENCE, SAMPLE_TYPE_NAMES
 from calibrl.errors import UserError
 
 Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
@@ -123,10 +123,10 @@ def _check_options(clip_low: float, clip_high: float, dual_clip: float | None, a
 def row_kl_coef(sample_type: torch.Tensor, kl_coef: float, kl_coef_confidence: float | None
                 ) -> torch.Tensor:
     """`[B]` KL coefficient per row: `kl_coef_confidence` on confidence samples
-    (`sample_type == 1`, `[B]`) when given, `kl_coef` on the rest."""
+    (`sample_type == CONFIDENCE`, `[B]`) when given, `kl_coef` on the rest."""
     coef = torch.full(sample_type.shape, float(kl_coef))
     if kl_coef_confidence is not None:
-        coef[sample_type == 1] = float(kl_coef_confidence)
+        coef[sample_type == CONFIDENCE] = float(kl_coef_confidence)
     return coef
 
 

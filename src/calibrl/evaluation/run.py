@@ -69,6 +69,12 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
     return rows
 
 
+def records_from_rows(rows: Sequence[dict[str, Any]]) -> list[EvalRecord]:
+    """The metrics' view of prediction rows (`evaluate_examples`)."""
+    return [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
+                       r["conf_len"], r["group"]) for r in rows]
+
+
 def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],
                       settings: EvalSection, *, engine: Any = None, progress: bool = True,
                       max_prompt_tokens: int = 256, chat_template: str = "auto"
@@ -107,8 +113,7 @@ def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
         raise UserError(f"no examples to evaluate in {data_path}")
     model, tokenizer = load_policy(resolve_model_path(str(model_path), out))
     rows = evaluate_examples(model, tokenizer, examples, settings)
-    records = [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
-                          r["conf_len"], r["group"]) for r in rows]
+    records = records_from_rows(rows)
     with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES}) as tmp:
         (tmp / PREDICTIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows),
                                             encoding="utf-8")

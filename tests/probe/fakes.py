@@ -38,8 +38,8 @@ def always_right(context: str, numbers: list[int], target: int) -> str:
 
 
 def right_after_last_step(context: str, numbers: list[int], target: int) -> str:
-    """Right only once the chain's last step, line break included, is in the context."""
-    last_step = solve(numbers, target).steps[-1] + "\n"
+    """Right only once the chain's last step is whole in the context."""
+    last_step = solve(numbers, target).steps[-1]
     thought = context.rpartition("<think>")[2]
     if thought.endswith(FORCED_TEXT) and last_step in thought:
         return always_right(context, numbers, target)

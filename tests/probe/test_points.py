@@ -44,11 +44,12 @@ def test_parse_points():
 
 
 @pytest.mark.parametrize("texts, expected", [
-    (["\n", "14", " + ", "6", " = ", "20", "\n", "20", " / ", "20", " = ", "1", "\n"], [0, 7, 13]),
+    # A cut keeps a step's text, not the line break that ends it (the forced text brings one).
+    (["\n", "14", " + ", "6", " = ", "20", "\n", "20", " / ", "20", " = ", "1"], [0, 6, 12]),
     (["So", " x", ".", " Then", " y", ".", " Done"], [0, 3, 6, 7]),
     (["3", ".", "5", " is", " it"], [0, 5]),  # a decimal point ends no sentence
-    (["a", "\n\n", "b", ".\n", "c"], [0, 2, 4, 5]),
-    (["a", "\nb", "c"], [0, 1, 3]),  # a boundary inside a token falls before it
+    (["a", "\n\n", "b", ".\n", "c"], [0, 1, 3, 5]),
+    (["a", "b\n", "c"], [0, 1, 3]),  # a boundary inside a token falls before it
     ([], [0]),
 ])
 def test_step_cuts(texts, expected):
@@ -75,10 +76,12 @@ def _span_text(tokenizer, completion, **tags):
 
 
 @pytest.mark.parametrize("completion, head, chain", [
-    ("<think>\n1 + 2 = 3\n</think>\n<answer>1 + 2</answer>", "<think>", "\n1 + 2 = 3\n"),
-    ("<think>\n1 + 2 = 3\n<answer>1 + 2</answer>", "<think>", "\n1 + 2 = 3\n"),
+    # Trailing whitespace is not the chain's: the probe's forced text brings the line break.
+    ("<think>\n1 + 2 = 3\n</think>\n<answer>1 + 2</answer>", "<think>", "\n1 + 2 = 3"),
+    ("<think>\n1 + 2 = 3\n<answer>1 + 2</answer>", "<think>", "\n1 + 2 = 3"),
     ("<think> no end at all", "<think>", " no end at all"),
-    ("1 + 2 = 3 </think><answer>1 + 2</answer>", "", "1 + 2 = 3 "),
+    ("1 + 2 = 3 </think><answer>1 + 2</answer>", "", "1 + 2 = 3"),
+    ("<think>\n\n</think><answer>3</answer>", "<think>", ""),
     ("<think></think><answer>3</answer>", "<think>", ""),
 ])
 def test_chain_span(tokenizer, completion, head, chain):

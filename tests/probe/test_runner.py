@@ -44,7 +44,8 @@ def test_always_right_gives_confidence_one_everywhere(tmp_path, tokenizer, examp
 def test_answer_after_the_last_step_gives_zero_before_it(tmp_path, tokenizer, examples):
     summary, rows = probe(tmp_path, tokenizer, examples, right_after_last_step)
     for row in rows:
-        assert row["chain_text"].startswith("\n") and row["chain_text"].endswith("\n")
+        # The completion's chain without its last line break (the forced text brings one).
+        assert row["chain_text"].startswith("\n") and not row["chain_text"].endswith("\n")
         assert [p["confidence"] for p in row["points"]] == [0.0] * 10 + [1.0]
         assert [p["same_answer"] for p in row["points"]] == [0.0] * 10 + [1.0]
         assert row["decided_at"] == 1.0
@@ -73,12 +74,12 @@ def test_solved_traces_come_from_the_traces_own_answer(tmp_path, tokenizer, exam
 def test_step_points_sit_on_line_boundaries(tmp_path, tokenizer, examples):
     _, rows = probe(tmp_path, tokenizer, examples, right_after_last_step,
                     ProbeSection(samples=2, points="steps"))
-    for row in rows:  # the chain: "\n" + step 1 + "\n" + step 2 + "\n"
+    for row in rows:  # the chain: "\n" + step 1 + "\n" + step 2
         cuts = [p["cut"] for p in row["points"]]
         assert len(cuts) == 3 and cuts[0] == 0 and cuts[-1] == row["chain_tokens"]
         first_step = row["chain_text"].split("\n")[1]
         assert tokenizer.decode(tokenizer(row["chain_text"])["input_ids"][:cuts[1]]) == (
-            "\n" + first_step + "\n")
+            "\n" + first_step)
         assert [p["confidence"] for p in row["points"]] == [0.0, 0.0, 1.0]
         assert row["points"][1]["x"] == cuts[1] / row["chain_tokens"]
 

@@ -152,3 +152,20 @@ def test_exclusion_drops_problems_with_the_same_sorted_numbers_and_target():
     kept, dropped = exclude_problems(train, shuffled + [other])
     assert dropped == 3 and kept == train[3:]
     assert exclude_problems(train, []) == (train, 0)
+
+
+def test_the_confidence_grid_is_a_setting_of_probabilities():
+    from pydantic import ValidationError
+
+    from calibrl.settings.sft import SFTSection
+
+    mix = SFTMix(answer=0, confidence=1, rlcr=0)
+    grid = SFTSection(steps=1, confidence_grid=(0.0, 0.05, 1.0)).confidence_grid
+    convs = build_conversations(problems(), mix, random.Random(0), grid=grid)
+    assert {c.confidence for c in convs} == {0.0, 0.05, 1.0}
+    assert {CONFIDENCE_REPLY.fullmatch(c.messages[-1]["content"]).group(2) for c in convs} == {
+        "0", "0.05", "1"}
+    assert SFTSection(steps=1).confidence_grid == CONFIDENCE_GRID
+    for bad in ((), (1.5,), (float("nan"),)):
+        with pytest.raises(ValidationError):
+            SFTSection(steps=1, confidence_grid=bad)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# A step ends after a line break, or after sentence-final punctuation followed by whitespace;
-# the whitespace that follows belongs to the step it ends.
+# A step ends at a line break, or at whitespace after sentence-final punctuation; a cut keeps
+# the step's text but not that whitespace (the forced text brings its own line break).
 _STEP_END = re.compile(r"(?:\n|(?<=[.!?])\s)\s*")
 
 
@@ -68,20 +68,28 @@ def char_ends(texts: Sequence[str]) -> list[int]:
 
 def step_cuts(texts: Sequence[str]) -> list[int]:
     """Token counts that end a step of the chain whose tokens add `texts`: 0, every boundary
-    that follows some non-blank text, and `len(texts)`; sorted, distinct.
+    (before the whitespace that ends a step) that follows some non-blank text, and
+    `len(texts)`; sorted, distinct.
 
-    A boundary inside a token (a token holding both a line break and the next word) falls
-    before that token: a cut never splits a token.
+    A boundary inside a token (a token holding both a step's last word and the line break)
+    falls before that token: a cut never splits a token.
     """
     text = "".join(texts)
     ends = char_ends(texts)
     cuts = {0, len(texts)}
     for match in _STEP_END.finditer(text):
-        boundary = match.end()
+        boundary = match.start()
         if not text[:boundary].strip():
             continue  # a leading line break ends no step
         cuts.add(sum(1 for e in ends if e <= boundary))
     return sorted(cuts)
+
+
+def end_without_trailing_blanks(texts: Sequence[str], start: int, end: int) -> int:
+    """The end of `texts[start:end]` without its trailing whitespace-only tokens."""
+    while end > start and not texts[end - 1].strip():
+        end -= 1
+    return end
 
 
 def step_points(texts: Sequence[str]) -> list[Point]:

@@ -24,7 +24,7 @@ from typing import Any
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.probe.judge import final_answer_of, judge, judge_completion
-from calibrl.probe.points import char_ends, token_texts
+from calibrl.probe.points import char_ends, end_without_trailing_blanks, token_texts
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, CONFIDENCE_OPEN
 from calibrl.rewards import parse_confidence
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
@@ -67,8 +67,9 @@ def chain_span(tokenizer: Any, token_ids: Sequence[int], think_open: str, think_
                ) -> tuple[int, int]:
     """`(start, end)`: the chain is `token_ids[start:end]`.
 
-    A token that holds part of a tag is never in the chain. Without `think_close` the chain ends
-    before `<answer>`, without that at the end; without `think_open` it starts at 0.
+    A token that holds part of a tag is never in the chain, nor is trailing whitespace (the
+    probe's forced text brings the line break). Without `think_close` the chain ends before
+    `<answer>`, without that at the end; without `think_open` it starts at 0.
     """
     texts = token_texts(tokenizer, token_ids)
     text, ends = "".join(texts), char_ends(texts)
@@ -82,7 +83,7 @@ def chain_span(tokenizer: Any, token_ids: Sequence[int], think_open: str, think_
     if close_at == -1:
         close_at = len(text)
     end = sum(1 for e in ends if e <= close_at)
-    return start, max(start, end)
+    return start, end_without_trailing_blanks(texts, start, max(start, end))
 
 
 def _strip_trailing_special(tokenizer: Any, ids: list[int]) -> list[int]:
@@ -224,7 +225,7 @@ def given_trace(row: Any, line: int, examples: Sequence[TaskExample],
         key=line, index=int(row.get("index", example.index if example else line)),
         data_source=data_source, ground_truth=dict(ground_truth),
         context_ids=[int(t) for t in prompt_ids] + list(head),
-        chain_ids=list(tokenizer(chain, add_special_tokens=False)["input_ids"]),
+        chain_ids=list(tokenizer(chain.rstrip(), add_special_tokens=False)["input_ids"]),
         final_answer=final, final_correct=final_correct,
         stated_confidence=_stated_confidence(_field(row, CONFIDENCE_FIELDS), where),
     )

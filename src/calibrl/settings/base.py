@@ -23,6 +23,7 @@ SEED_LIMIT = 2**32
 Seed = Annotated[int, Field(ge=0, lt=SEED_LIMIT)]
 Beta = Annotated[float, Field(ge=0, lt=1)]
 AdamBetas = tuple[Beta, Beta]
+Probability = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 
 
 class Section(BaseModel):

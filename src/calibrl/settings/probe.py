@@ -18,7 +18,9 @@ from calibrl.settings.sections import AnswerSampling, ModelSection
 
 DEFAULT_FRACTIONS: tuple[float, ...] = tuple(i / 10 for i in range(11))
 STEPS = "steps"
-FORCED_TEXT = f"{THINK_CLOSE}\n{ANSWER_OPEN}"
+# The line break is the forced text's, not the chain's: every cut (the whole chain included)
+# ends on text, so each truncated thought closes the way a finished one does.
+FORCED_TEXT = f"\n{THINK_CLOSE}\n{ANSWER_OPEN}"
 ANSWER_STOP = ANSWER_CLOSE
 # Not part of the fingerprint: they change speed, memory or what is saved, not the numbers.
 UNFINGERPRINTED = ("traces_per_batch", "max_rows", "limit", "save_samples")
@@ -56,7 +58,9 @@ class ProbeSection(AnswerSampling):
         "(plus 0 and the whole chain).")
     samples: int = Field(50, ge=1, description="Answers sampled per point (Monte Carlo).")
     forced_text: str = Field(FORCED_TEXT, description="Appended after the truncated chain to "
-                             "close the thought and open the answer.")
+                             "close the thought and open the answer. Cuts never keep the "
+                             "whitespace that ends a step or the chain, so the forced text "
+                             "brings its own line break.")
     temperature: float = redefault(AnswerSampling, "temperature", 1.0,
                                    description="Temperature of the answers; 0 = greedy.")
     max_answer_tokens: int = redefault(AnswerSampling, "max_answer_tokens", 32,

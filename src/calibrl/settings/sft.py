@@ -8,8 +8,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from calibrl.errors import UserError
-from calibrl.settings.base import AdamBetas, Section, Seed, shared_field
+from calibrl.settings.base import AdamBetas, Probability, Section, Seed, shared_field
 from calibrl.settings.sections import ConfidenceSampling
+
+# Tenths: a finer grid (0, 0.05, ..., 1) lowers the ECE a two-level confidence can reach, but
+# on the demo RL did not find the finer values in 80 steps (benchmarks/rl/README.md, g05).
+CONFIDENCE_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,11 @@ class SFTSection(Section):
                                     "steps alone.")
     max_failed_attempts: int = Field(3, ge=0, description="At most this many failed "
                                      "attempts in one trace.")
+    confidence_grid: tuple[Probability, ...] = Field(
+        CONFIDENCE_GRID, min_length=1, description="The confidences the warm-up's "
+        "confidence targets are drawn from (uniformly, whatever the answer's correctness: "
+        "SFT teaches the format, RL the calibration); RL can only reach values the model "
+        "learned to write.")
     confidence_question: str = shared_field(ConfidenceSampling, "confidence_question")
     bf16: bool = Field(True, description="bf16 autocast for forward/backward (weights and "
                        "optimiser stay fp32).")

@@ -121,7 +121,7 @@ def _epoch_rows(problems, config: SFTSettings, tokenizer, epoch: int):
     # Each epoch draws new kinds, confidences and wrong traces for the same problems.
     rng = random.Random(f"sft-data-{config.seed}-{epoch}")
     conversations = build_conversations(problems, config.mix, rng,
-                                        question=config.confidence_question,
+                                        grid=config.confidence_grid, question=config.confidence_question,
                                         failed_attempt_p=config.failed_attempt_p,
                                         max_failed_attempts=config.max_failed_attempts)
     rows = [tokenize_conversation(tokenizer, c.messages) for c in conversations]

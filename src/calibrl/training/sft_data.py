@@ -28,11 +28,10 @@ from calibrl.data.example import TaskExample
 from calibrl.protocol.modes import RLCR, TWO_TURN
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
-from calibrl.settings.sft import SFTMix
+from calibrl.settings.sft import CONFIDENCE_GRID, SFTMix
 from calibrl.tasks import get_task
 
 KINDS = ("answer", "confidence", "rlcr")
-CONFIDENCE_GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 # Neutral on purpose: a sentence that judged the answer would leak correctness into the target.
 ANALYSIS_POOL = (
     "I checked each step of the equation.",

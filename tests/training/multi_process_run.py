@@ -1,0 +1,28 @@
+"""A training run that also writes what each process ended with: `rank{i}.pt` (its weights) and
+`rank{i}.json` (process count, mixed precision). Run as a plain script (one process) or under
+`accelerate launch` / `torchrun`; arguments are `OUT key=value ...` settings overrides."""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+import training.coin_task  # noqa: F401  (registers the test_coin task)
+from calibrl.settings import TrainSettings, load_settings
+from calibrl.training.trainer import Trainer
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    trainer = Trainer(load_settings(TrainSettings, None, sys.argv[2:]))
+    trainer.train()
+    rank, acc = trainer.accelerator.process_index, trainer.accelerator
+    weights = {k: v.detach().cpu() for k, v in trainer._unwrapped().state_dict().items()}
+    torch.save(weights, out / f"rank{rank}.pt")
+    info = {"processes": acc.num_processes, "mixed_precision": acc.mixed_precision}
+    (out / f"rank{rank}.json").write_text(json.dumps(info))
+
+
+if __name__ == "__main__":
+    main()

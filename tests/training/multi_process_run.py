@@ -1,8 +1,10 @@
 """A training run that also writes what each process ended with: `rank{i}.pt` (its weights) and
 `rank{i}.json` (process count, mixed precision). Run as a plain script (one process) or under
-`accelerate launch` / `torchrun`; arguments are `OUT key=value ...` settings overrides."""
+`accelerate launch` / `torchrun`; arguments are `OUT key=value ...` settings overrides. With
+`DIE_AT_STEP=k` in the environment every process dies as step k begins (a killed run)."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +18,15 @@ from calibrl.training.trainer import Trainer
 def main() -> None:
     out = Path(sys.argv[1])
     trainer = Trainer(load_settings(TrainSettings, None, sys.argv[2:]))
+    die_at = int(os.environ.get("DIE_AT_STEP", "0"))
+    real_step = trainer.train_step
+
+    def step():
+        if trainer.step + 1 == die_at:
+            raise SystemExit(f"killed at step {die_at}")
+        return real_step()
+
+    trainer.train_step = step
     trainer.train()
     rank, acc = trainer.accelerator.process_index, trainer.accelerator
     weights = {k: v.detach().cpu() for k, v in trainer._unwrapped().state_dict().items()}

@@ -104,3 +104,18 @@ def test_logger_writes_jsonl_samples_and_tensorboard(tmp_path):
     assert rows == [{"step": 1, "reward/answer_mean": 0.5, "bad": None}]
     assert json.loads((tmp_path / "samples.jsonl").read_text())["prompt"] == "p|q"
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_processes_that_each_see_only_themselves_are_refused(monkeypatch):
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+
+    from calibrl.training.distributed import check_launch
+
+    alone = SimpleNamespace(num_processes=1, distributed_type=DistributedType.NO)
+    check_launch(alone)  # a plain single-process run
+    monkeypatch.setenv("WORLD_SIZE", "2")  # what torchrun sets for each of 2 processes
+    with pytest.raises(UserError, match="ACCELERATE_USE_CPU=1"):
+        check_launch(alone)
+    check_launch(SimpleNamespace(num_processes=2, distributed_type=DistributedType.MULTI_CPU))

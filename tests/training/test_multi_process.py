@@ -1,7 +1,8 @@
 """Several processes train as one: 2 CPU ranks (DDP over gloo, launched the way the README says)
 end with identical weights, equal (within float tolerance) to one process trained on the same
-global batch, with the same logged rollout statistics; the launcher's mixed precision is used
-unless the config names one."""
+global batch, with the same logged rollout statistics; killed after a checkpoint, they resume to
+the uninterrupted run's weights; the launcher's mixed precision is used unless the config names
+one; under FSDP (2 CPU ranks, full shard) the generation copy receives the whole weights."""
 
 import json
 import os
@@ -60,7 +61,7 @@ def _run_one(out: Path, settings: list[str], **env: str) -> None:
                    env=_env(**env))
 
 
-def _run_two(out: Path, settings: list[str]) -> None:
+def _run_two(out: Path, settings: list[str], check: bool = True, **env: str) -> None:
     # The README's command: on CPU, accelerate starts N ranks only through its multi-GPU
     # launcher (torchrun) with ACCELERATE_USE_CPU=1; `--cpu --num_processes 2` starts one.
     out.mkdir(parents=True, exist_ok=True)
@@ -68,7 +69,7 @@ def _run_two(out: Path, settings: list[str]) -> None:
     subprocess.run([accelerate, "launch", "--multi_gpu", "--num_processes", "2",
                     "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
                     "--main_process_port", str(_free_port()), str(SCRIPT), str(out), *settings],
-                   check=True, env=_env(ACCELERATE_USE_CPU="1"))
+                   check=check, env=_env(ACCELERATE_USE_CPU="1", **env))
 
 
 def _metrics(out: Path) -> list[dict]:
@@ -103,6 +104,21 @@ def test_two_ranks_train_as_one_process_on_the_same_global_batch(tmp_path):
                 assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
 
 
+def test_two_ranks_resume_from_their_checkpoint_to_the_same_weights(tmp_path):
+    model, train = _setup(tmp_path)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    longer = ["optim.total_steps=4", "checkpoint.every=2"]
+    _run_two(straight, _settings(model, train, straight, *longer))
+    _run_two(killed, _settings(model, train, killed, *longer), check=False, DIE_AT_STEP="4")
+    assert not (killed / "run/final-model").exists()
+    assert (killed / "run/checkpoint-000002/accelerate").is_dir()  # every process's state
+    _run_two(killed, _settings(model, train, killed, *longer, "checkpoint.resume=auto"))
+    for rank in (0, 1):
+        expected, got = (torch.load(d / f"rank{rank}.pt") for d in (straight, killed))
+        for key in expected:
+            assert torch.equal(expected[key], got[key]), f"rank {rank}: {key}"
+
+
 def test_the_launchers_mixed_precision_is_used_unless_the_config_names_one(tmp_path):
     model, train = _setup(tmp_path)
     short = ["optim.total_steps=1", "rollout.prompts_per_step=2"]
@@ -113,3 +129,11 @@ def test_the_launchers_mixed_precision_is_used_unless_the_config_names_one(tmp_p
              ACCELERATE_MIXED_PRECISION="bf16")
     assert json.loads((launcher / "rank0.json").read_text())["mixed_precision"] == "bf16"
     assert json.loads((config / "rank0.json").read_text())["mixed_precision"] == "no"
+
+
+def test_fsdp_shards_refresh_the_whole_generation_copy(tmp_path):
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", str(_free_port()),
+                    str(Path(__file__).with_name("fsdp_copy_run.py")), str(tmp_path)],
+                   check=True, env=_env())
+    assert (tmp_path / "ok").is_file()

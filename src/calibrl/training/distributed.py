@@ -13,13 +13,19 @@ TRL's `unwrap_model_for_generation`). Under FSDP (version 1) the engine generate
 copy of the model (`generation_copy`) refreshed after every optimiser step from
 `FullyShardedDataParallel.summon_full_params` (`refresh_copy`), as TRL refreshes vLLM. Neither
 path has run here (no GPUs); DDP is the path the tests run.
+
+Checkpoints of several processes: `save_processes_state` has every process write its part with
+accelerate's `save_state` (sharded optimiser and model under FSDP / DeepSpeed, every process's
+RNG states), and `gathered_state_dict` gives the whole weights for the Hugging Face `model/`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from accelerate import Accelerator
@@ -92,10 +98,10 @@ def generation_copy(accelerator: Accelerator, model: Any) -> Any | None:
         return None
     import copy
 
-    return copy.deepcopy(model).eval().requires_grad_(False)
+    return copy.deepcopy(model).to(accelerator.device).eval().requires_grad_(False)
 
 
-def refresh_copy(accelerator: Accelerator, model: Any, target: Any) -> None:
+def refresh_copy(model: Any, target: Any) -> None:
     """Copy the FSDP `model`'s whole parameters into `target` (`generation_copy`), on every
     process: `summon_full_params` gathers them (read-only), as TRL does to update vLLM."""
     import torch
@@ -108,3 +114,29 @@ def refresh_copy(accelerator: Accelerator, model: Any, target: Any) -> None:
             for prefix in ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module."):
                 name = name.replace(prefix, "")
             params[name].copy_(value)
+
+
+def saves_processes_state(accelerator: Accelerator) -> bool:
+    """Whether checkpoints hold accelerate's `save_state`: with several processes, or with
+    sharded weights or optimiser state (FSDP / DeepSpeed, even on one process)."""
+    return accelerator.num_processes > 1 or is_sharded(accelerator)
+
+
+def gathered_state_dict(accelerator: Accelerator, model: Any) -> dict[str, Any] | None:
+    """The whole weights of a sharded model (a collective; complete on the main process); None
+    when the unwrapped model already holds them."""
+    return accelerator.get_state_dict(model) if is_sharded(accelerator) else None
+
+
+def save_processes_state(accelerator: Accelerator, run_dir: Path, step: int) -> Path:
+    """Every process writes its part with `save_state` into one folder, which the main process
+    names as a temporary of its own (`calibrl.utils.atomic.recover` removes it if that process
+    dies) and then moves into checkpoint `step`."""
+    name = f".tmp-accelerate-{step:06d}.{os.getpid()}" if accelerator.is_main_process else None
+    path = run_dir / gather_each(accelerator, name)[0]
+    if accelerator.is_main_process:
+        shutil.rmtree(path, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(path))
+    accelerator.wait_for_everyone()
+    return path

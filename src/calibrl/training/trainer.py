@@ -26,7 +26,8 @@ after 3 steps are identical across ranks and equal, within float tolerance, to a
 (`tests/training/test_multi_process.py`, slow). `optim.mixed_precision` None takes the launcher's
 precision; a value wins over it. Under DeepSpeed ZeRO-3 the rollout gathers the parameters, under
 FSDP (v1) it generates with a full copy refreshed after each step; neither sharded path has run
-here.
+here. Checkpoints of several processes add accelerate's `save_state` (see `save`); a 2-rank CPU
+run killed after a checkpoint resumes to the uninterrupted run's weights bitwise (same test).
 
 Durability (see `run_setup`): the run directory is locked to this process; one that already holds
 a run is continued only with `checkpoint.resume` and replaced only with `checkpoint.overwrite`
@@ -78,8 +79,12 @@ from calibrl.training.distributed import (
     full_weights,
     gather_each,
     gather_trees,
+    gathered_state_dict,
     generation_copy,
+    is_sharded,
     refresh_copy,
+    save_processes_state,
+    saves_processes_state,
     shard_bounds,
 )
 from calibrl.training.held_out import Evaluator, load_held_out
@@ -138,6 +143,8 @@ class Trainer:
         self.accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision)
         self.is_main = self.accelerator.is_main_process
         check_launch(self.accelerator)
+        if is_sharded(self.accelerator) and cfg.model.lora.r > 0:
+            raise UserError("model.lora with FSDP or DeepSpeed is not supported; use DDP")
         # This process's share of a step's prompts; refused now if they do not divide evenly.
         self.shard = shard_bounds(cfg.rollout.prompts_per_step, self.accelerator.process_index,
                                   self.accelerator.num_processes)
@@ -169,7 +176,8 @@ class Trainer:
             raise UserError(f"{cfg.data.train_path}: no training rows")
         for source in {ex.data_source for ex in self.examples}:
             get_task(source)  # unknown data_source: fail now, not at step 1
-        model_path = resolve_model_path(cfg.model.path, self.run_dir)
+        with self.accelerator.main_process_first():  # 'tiny' is built (a Hub model fetched) once
+            model_path = resolve_model_path(cfg.model.path, self.run_dir)
         model, self.tokenizer = load_policy(model_path, dtype=cfg.model.dtype,
                                             trust_remote_code=cfg.model.trust_remote_code)
         model = prepare_policy(model, gradient_checkpointing=cfg.model.gradient_checkpointing,
@@ -205,7 +213,7 @@ class Trainer:
 
     def _update_engine(self) -> None:
         if self.generation_model is not None:
-            refresh_copy(self.accelerator, self.model, self.generation_model)
+            refresh_copy(self.model, self.generation_model)
         self.engine.update_weights(self._engine_model())
 
     def _generating(self) -> contextlib.AbstractContextManager:
@@ -224,26 +232,43 @@ class Trainer:
         ckpt = self.resume_from
         if ckpt is None:
             return
-        load_trained_weights(self._unwrapped(), ckpt.model_dir)
         state = ckpt.load_state()
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        if ckpt.accelerate_dir is not None:
+            # What every process saved: weights (or shards), optimiser, scheduler, its RNGs.
+            self.accelerator.load_state(str(ckpt.accelerate_dir))
+        elif is_sharded(self.accelerator):
+            raise UserError(f"{ckpt.path} was written by a single process; a sharded run "
+                            "resumes only from its own checkpoints")
+        else:
+            load_trained_weights(self._unwrapped(), ckpt.model_dir)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
         self.sampler.load_state_dict(state["data"])
-        set_rng_state(state["rng"])
         self.step = ckpt.step
         self._update_engine()
         if self.is_main:
             print(f"resumed from {ckpt.path} (step {ckpt.step})")
 
     def save(self) -> None:
+        """One process: calibrl's checkpoint (model, optimiser, scheduler, data, RNG). Several,
+        or sharded: the same folder with the optimiser, scheduler and RNGs of every process in
+        `accelerate/` (accelerate's `save_state`, sharded under FSDP / DeepSpeed)."""
         self.accelerator.wait_for_everyone()
         self._stop_if_non_finite({"weight": self._max_abs_weight()})
+        model_state = gathered_state_dict(self.accelerator, self.model)
+        state_dir = (save_processes_state(self.accelerator, self.run_dir, self.step)
+                     if saves_processes_state(self.accelerator) else None)
         if self.is_main:
+            trainer_state = {"data": self.sampler.state_dict()}
+            if state_dir is None:
+                trainer_state = {"optimizer": self.optimizer.state_dict(),
+                                 "scheduler": self.scheduler.state_dict(), **trainer_state}
             save_checkpoint(self.run_dir, self.step, model=self._unwrapped(),
                             tokenizer=self.tokenizer, keep_last=self.cfg.checkpoint.keep_last,
-                            trainer_state={"optimizer": self.optimizer.state_dict(),
-                                           "scheduler": self.scheduler.state_dict(),
-                                           "data": self.sampler.state_dict()})
+                            trainer_state=trainer_state, model_state=model_state,
+                            state_dir=state_dir)
+        self.accelerator.wait_for_everyone()
 
     # ------------------------------------------------------------------ non-finite values
     def _max_abs_weight(self) -> float:
@@ -432,10 +457,14 @@ class Trainer:
         finally:
             bar.close()
             self.logger.close()
+        model_state = gathered_state_dict(self.accelerator, self.model)
         if self.is_main:
             self.final_model = final_model(self._unwrapped())  # LoRA: merged into the base
             with atomic_dir(self.run_dir / "final-model") as tmp:
-                self.final_model.save_pretrained(tmp)
+                if model_state is None:
+                    self.final_model.save_pretrained(tmp)
+                else:
+                    self.final_model.save_pretrained(tmp, state_dict=model_state)
                 self.tokenizer.save_pretrained(tmp)
             self.run.commit()
             print(f"final model: {self.run.final / 'final-model'}")

@@ -1,5 +1,6 @@
 """A training run that also writes what each process ended with: `rank{i}.pt` (its weights) and
-`rank{i}.json` (process count, mixed precision). Run as a plain script (one process) or under
+`rank{i}.json` (process count, mixed precision, and under DDP how many times the gradients
+were reduced over processes). Run as a plain script (one process) or under
 `accelerate launch` / `torchrun`; arguments are `OUT key=value ...` settings overrides. With
 `DIE_AT_STEP=k` in the environment every process dies as step k begins (a killed run)."""
 
@@ -27,12 +28,28 @@ def main() -> None:
         return real_step()
 
     trainer.train_step = step
+    rounds = _count_gradient_reductions(trainer.model)
     trainer.train()
     rank, acc = trainer.accelerator.process_index, trainer.accelerator
     weights = {k: v.detach().cpu() for k, v in trainer._unwrapped().state_dict().items()}
     torch.save(weights, out / f"rank{rank}.pt")
-    info = {"processes": acc.num_processes, "mixed_precision": acc.mixed_precision}
+    info = {"processes": acc.num_processes, "mixed_precision": acc.mixed_precision,
+            "gradient_reductions": rounds[0]}
     (out / f"rank{rank}.json").write_text(json.dumps(info))
+
+
+def _count_gradient_reductions(model) -> list[int]:
+    """Under DDP, count the rounds of gradient all-reduce (bucket 0 starts each round)."""
+    rounds = [0]
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        def hook(state, bucket):
+            rounds[0] += bucket.index() == 0
+            return allreduce_hook(state, bucket)
+
+        model.register_comm_hook(None, hook)
+    return rounds
 
 
 if __name__ == "__main__":

@@ -82,7 +82,11 @@ def test_two_ranks_train_as_one_process_on_the_same_global_batch(tmp_path):
     _run_one(one, _settings(model, train, one))
     _run_two(two, _settings(model, train, two))
 
-    assert [json.loads((two / f"rank{r}.json").read_text())["processes"] for r in (0, 1)] == [2, 2]
+    infos = [json.loads((two / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [info["processes"] for info in infos] == [2, 2]
+    # Each rank has 12 rows a step, 3 micro-batches of 5; with no_sync the gradients are reduced
+    # once per pass: 3 steps of 1 pass (without it, 9).
+    assert [info["gradient_reductions"] for info in infos] == [3, 3]
     rank0, rank1 = (torch.load(two / f"rank{r}.pt") for r in (0, 1))
     single = torch.load(one / "rank0.pt")
     initial = create_tiny_model(tmp_path / "again", hidden_size=32, num_layers=1, num_heads=2)

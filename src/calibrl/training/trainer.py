@@ -21,13 +21,14 @@ prompts (refused at start-up when N does not divide it) and the scored shards ar
 every process (`calibrl.training.distributed`), so advantages, loss weights and logged metrics
 are those of the whole batch. A micro-batch's loss is weighted by its share of the global batch,
 gradients are reduced once per pass (`no_sync` before the last micro-batch), and the update is
-the one a single process would make: checked on 2 CPU processes (DDP over gloo), whose weights
-after 3 steps are identical across ranks and equal, within float tolerance, to a 1-process run
-(`tests/training/test_multi_process.py`, slow). `optim.mixed_precision` None takes the launcher's
-precision; a value wins over it. Under DeepSpeed ZeRO-3 the rollout gathers the parameters, under
-FSDP (v1) it generates with a full copy refreshed after each step; neither sharded path has run
-here. Checkpoints of several processes add accelerate's `save_state` (see `save`); a 2-rank CPU
-run killed after a checkpoint resumes to the uninterrupted run's weights bitwise (same test).
+the one a single process would make. Checked on 2 CPU processes (DDP over gloo,
+`tests/training/test_multi_process.py`, slow): after 3 steps the ranks hold identical weights,
+equal within float tolerance to a 1-process run, with one gradient reduction per pass; killed
+after a checkpoint they resume to the uninterrupted run's weights bitwise. `optim.mixed_precision`
+None takes the launcher's precision; a value wins over it. Under DeepSpeed ZeRO-3 the rollout
+gathers the parameters, under FSDP (v1) it generates with a full copy refreshed after each step
+(the copy is tested on 2 CPU ranks; training under either through accelerate has not run here).
+Checkpoints of several or sharded processes add accelerate's `save_state` (see `save`).
 
 Durability (see `run_setup`): the run directory is locked to this process; one that already holds
 a run is continued only with `checkpoint.resume` and replaced only with `checkpoint.overwrite`

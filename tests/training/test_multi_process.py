@@ -76,17 +76,26 @@ def _metrics(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "run/metrics.jsonl").read_text().splitlines()]
 
 
-def test_two_ranks_train_as_one_process_on_the_same_global_batch(tmp_path):
+# The default loss, and one whose weights count rows, with a batch-wide confidence std and two
+# passes over each batch (old log-probs frozen before the first).
+VARIANTS = {"token_mean": [], "seq_mean_batch_std_2_passes": [
+    "algorithm.loss_agg=seq_mean_token_mean", "algorithm.confidence_std_scope=batch",
+    "algorithm.ppo_epochs=2"]}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_two_ranks_train_as_one_process_on_the_same_global_batch(tmp_path, variant):
     model, train = _setup(tmp_path)
     one, two = tmp_path / "one", tmp_path / "two"
-    _run_one(one, _settings(model, train, one))
-    _run_two(two, _settings(model, train, two))
+    _run_one(one, _settings(model, train, one, *VARIANTS[variant]))
+    _run_two(two, _settings(model, train, two, *VARIANTS[variant]))
+    passes = 2 if VARIANTS[variant] else 1
 
     infos = [json.loads((two / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [info["processes"] for info in infos] == [2, 2]
     # Each rank has 12 rows a step, 3 micro-batches of 5; with no_sync the gradients are reduced
-    # once per pass: 3 steps of 1 pass (without it, 9).
-    assert [info["gradient_reductions"] for info in infos] == [3, 3]
+    # once per pass (without it, 3 times): 3 steps of `passes` passes.
+    assert [info["gradient_reductions"] for info in infos] == [3 * passes] * 2
     rank0, rank1 = (torch.load(two / f"rank{r}.pt") for r in (0, 1))
     single = torch.load(one / "rank0.pt")
     initial = create_tiny_model(tmp_path / "again", hidden_size=32, num_layers=1, num_heads=2)

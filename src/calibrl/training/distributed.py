@@ -11,10 +11,12 @@ process's rollout stops after a different number of tokens). Under DeepSpeed ZeR
 `full_weights` gathers the parameters for the rollout (`deepspeed.zero.GatheredParameters`, as
 TRL's `unwrap_model_for_generation`). Under FSDP (version 1) the engine generates with a plain
 copy of the model (`generation_copy`) refreshed after every optimiser step from
-`FullyShardedDataParallel.summon_full_params` (`refresh_copy`), as TRL refreshes vLLM. Neither
-path has run here (no GPUs); DDP is the path the tests run.
+`FullyShardedDataParallel.summon_full_params` (`refresh_copy`), as TRL refreshes vLLM.
+`refresh_copy` is tested on 2 CPU ranks of torch's FSDP; training under FSDP or DeepSpeed
+through accelerate has not run here (accelerate offers FSDP on GPUs only). Unlike TRL, the
+ZeRO-3 path leaves DeepSpeed's module hooks in place while the parameters are gathered.
 
-Checkpoints of several processes: `save_processes_state` has every process write its part with
+Checkpoints of several or sharded processes: `save_processes_state` has every process write its part with
 accelerate's `save_state` (sharded optimiser and model under FSDP / DeepSpeed, every process's
 RNG states), and `gathered_state_dict` gives the whole weights for the Hugging Face `model/`.
 """

@@ -78,3 +78,22 @@ def test_plain_template_and_prompt_truncation(parts):
     assert tokenizer.decode(ids) == text
     assert encode_messages(tokenizer, messages, "auto", max_tokens=10) == \
         encode_messages(tokenizer, messages, "auto")[-10:]
+
+
+def _token_ids(tree):
+    return [[(a.sample.token_ids, [c.token_ids for c in a.confidences]) for a in p.answers]
+            for p in tree.prompts]
+
+
+def test_shards_of_a_batch_draw_the_samples_of_the_whole_batch(parts):
+    # Several processes each roll out a shard; numbering the random streams from the shard's
+    # first prompt makes the samples independent of how the batch was split.
+    tokenizer, engine, examples = parts
+    settings = RolloutSettings(num_generations_answer=2, num_generations_confidence=2,
+                               max_answer_tokens=6, max_confidence_tokens=4)
+    whole = run_rollout(engine, tokenizer, examples, settings, "two_turn", 7)
+    first = run_rollout(engine, tokenizer, examples[:1], settings, "two_turn", 7, first_prompt=0)
+    second = run_rollout(engine, tokenizer, examples[1:], settings, "two_turn", 7, first_prompt=1)
+    assert _token_ids(whole) == _token_ids(first) + _token_ids(second)
+    unnumbered = run_rollout(engine, tokenizer, examples[1:], settings, "two_turn", 7)
+    assert _token_ids(unnumbered) != _token_ids(second)  # not vacuous: the offset matters

@@ -15,6 +15,7 @@ from calibrl.training.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from calibrl.training.distributed import shard_bounds
 from calibrl.training.metrics_log import MetricsLogger
 from calibrl.training.prompt_sampler import PromptSampler
 
@@ -84,9 +85,13 @@ def test_sampler_resumes_exactly_and_covers_epochs():
     assert fresh.next(10) != epoch0  # a new permutation per epoch
 
 
-def test_sampler_shards_are_disjoint():
-    shards = [PromptSampler(size=9, seed=0, rank=r, world_size=2).next(4) for r in range(2)]
-    assert not set(shards[0]) & set(shards[1])
+def test_process_shares_split_a_step_and_must_divide_it():
+    shares = [shard_bounds(6, rank, 3) for rank in range(3)]
+    # in rank order, equal, and together the whole step
+    assert [i for lo, hi in shares for i in range(lo, hi)] == list(range(6))
+    assert len({hi - lo for lo, hi in shares}) == 1
+    with pytest.raises(UserError, match="multiple of 4"):
+        shard_bounds(6, 0, 4)
 
 
 def test_logger_writes_jsonl_samples_and_tensorboard(tmp_path):
@@ -99,3 +104,18 @@ def test_logger_writes_jsonl_samples_and_tensorboard(tmp_path):
     assert rows == [{"step": 1, "reward/answer_mean": 0.5, "bad": None}]
     assert json.loads((tmp_path / "samples.jsonl").read_text())["prompt"] == "p|q"
     assert list((tmp_path / "tensorboard").glob("events.out.tfevents.*"))
+
+
+def test_processes_that_each_see_only_themselves_are_refused(monkeypatch):
+    from types import SimpleNamespace
+
+    from accelerate.utils import DistributedType
+
+    from calibrl.training.distributed import check_launch
+
+    alone = SimpleNamespace(num_processes=1, distributed_type=DistributedType.NO)
+    check_launch(alone)  # a plain single-process run
+    monkeypatch.setenv("WORLD_SIZE", "2")  # what torchrun sets for each of 2 processes
+    with pytest.raises(UserError, match="ACCELERATE_USE_CPU=1"):
+        check_launch(alone)
+    check_launch(SimpleNamespace(num_processes=2, distributed_type=DistributedType.MULTI_CPU))

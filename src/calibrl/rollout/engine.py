@@ -40,6 +40,9 @@ class SamplingParams:
         stop: strings that end a sample once the decoded generated text contains one.
         seed: makes sampling deterministic; None draws one from torch's global RNG (so
             `torch.manual_seed` still makes a run reproducible). Give each RL step its own seed.
+        first_stream: the random stream of prompt `i` is `first_stream + i`. Processes that
+            each generate a shard of one batch pass their shard's offset, so every sample is the
+            one a single process generating the whole batch would draw.
     """
 
     n: int = 1
@@ -49,6 +52,7 @@ class SamplingParams:
     max_new_tokens: int = 256
     stop: tuple[str, ...] = field(default_factory=tuple)
     seed: int | None = None
+    first_stream: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str):
@@ -68,6 +72,8 @@ class SamplingParams:
             raise UserError(f"stop strings must be non-empty strings, got {self.stop!r}")
         if self.seed is not None and not isinstance(self.seed, int):
             raise UserError(f"seed must be an integer or None, got {self.seed!r}")
+        if not isinstance(self.first_stream, int) or self.first_stream < 0:
+            raise UserError(f"first_stream must be an integer >= 0, got {self.first_stream!r}")
 
     @property
     def filtered(self) -> bool:

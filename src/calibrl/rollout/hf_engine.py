@@ -199,9 +199,10 @@ class HFEngine:
                               device=device)
         pos = (next_pos + torch.tensor([len(x.block) for x in chosen], device=device))[rep]
         t0 = self._clock()
-        results = self._decode(cache, mask, pos, logits[rep], ctx, sample, params, seed)
+        results = self._decode(cache, mask, pos, logits[rep], ctx + params.first_stream, sample,
+                               params, seed)
         self.stats.decode_seconds += self._clock() - t0
-        keys = list(zip(ctx.tolist(), sample.tolist(), strict=True))
+        keys = list(zip(ctx.tolist(), sample.tolist(), strict=True))  # ctx: index in this call
         return list(zip(keys, results, strict=True))
 
     def _decode(self, cache: Any, mask: torch.Tensor, pos: torch.Tensor, logits: torch.Tensor,

@@ -8,6 +8,10 @@ question, G_c confidence completions each, all answers batched in one engine cal
 the length limit still get their confidence turn and are scored as they are.
 
 Rollouts only generate; `calibrl.algo.scoring.score_tree` writes rewards afterwards.
+
+`first_prompt`: the position of `examples[0]` in the whole batch when several processes each
+roll out a shard of it; the random streams are numbered from there (turn 2: from its first
+answer), so a shard's samples are those of the whole batch rolled out at once.
 """
 
 from __future__ import annotations
@@ -55,11 +59,11 @@ class RolloutSettings:
         return get_mode(mode).max_response_tokens(self.max_answer_tokens,
                                                   self.max_confidence_tokens)
 
-    def params(self, n: int, max_new_tokens: int, stop: tuple[str, ...], seed: int | None
-               ) -> SamplingParams:
+    def params(self, n: int, max_new_tokens: int, stop: tuple[str, ...], seed: int | None,
+               first_stream: int = 0) -> SamplingParams:
         return SamplingParams(n=n, temperature=self.temperature, top_p=self.top_p,
                               top_k=self.top_k, max_new_tokens=max_new_tokens, stop=stop,
-                              seed=seed)
+                              seed=seed, first_stream=first_stream)
 
 
 def plain_template(messages: Sequence[dict[str, str]]) -> str:
@@ -92,7 +96,8 @@ def _seed(seed: int | None, turn: int) -> int | None:
 
 
 def sample_answers(engine: Engine, tokenizer: Any, examples: Sequence[TaskExample],
-                   settings: RolloutSettings, mode: str, seed: int | None = None) -> RolloutTree:
+                   settings: RolloutSettings, mode: str, seed: int | None = None,
+                   first_prompt: int = 0) -> RolloutTree:
     """Turn 1 for every mode: G_a completions per prompt, as an unscored tree."""
     spec = get_mode(mode)
     contexts = [encode_messages(tokenizer, spec.answer_prompt(ex.messages),
@@ -103,6 +108,7 @@ def sample_answers(engine: Engine, tokenizer: Any, examples: Sequence[TaskExampl
         spec.answer_token_budget(settings.max_answer_tokens, settings.max_confidence_tokens),
         spec.answer_stop,
         _seed(seed, 0),
+        first_prompt,
     )
     generations = engine.generate(contexts, params)
     tree = RolloutTree(mode=spec.name)
@@ -115,10 +121,12 @@ def sample_answers(engine: Engine, tokenizer: Any, examples: Sequence[TaskExampl
 
 def sample_confidences(engine: Engine, tokenizer: Any, tree: RolloutTree,
                        examples: Sequence[TaskExample], settings: RolloutSettings,
-                       n: int | None = None, seed: int | None = None) -> RolloutTree:
+                       n: int | None = None, seed: int | None = None, first_answer: int = 0
+                       ) -> RolloutTree:
     """Turn 2: for every answer, `n` (default G_c) confidence completions, in one engine call.
 
-    The tree's mode must have a confidence turn (`ModeSpec.has_confidence_turn`)."""
+    The tree's mode must have a confidence turn (`ModeSpec.has_confidence_turn`); `first_answer`
+    numbers the random streams (see the module docstring)."""
     spec = tree.spec
     if spec.confidence_prompt is None:
         raise ValueError(f"mode {spec.name!r} has no confidence turn")
@@ -132,7 +140,7 @@ def sample_confidences(engine: Engine, tokenizer: Any, tree: RolloutTree,
             contexts.append(encode_messages(tokenizer, messages, settings.chat_template))
     params = settings.params(n or settings.num_generations_confidence,
                              settings.max_confidence_tokens, spec.confidence_stop,
-                             _seed(seed, 1))
+                             _seed(seed, 1), first_answer)
     for answer, context, gens in zip(answers, contexts, engine.generate(contexts, params),
                                      strict=True):
         answer.confidences = [_sample(context, g) for g in gens]
@@ -140,9 +148,11 @@ def sample_confidences(engine: Engine, tokenizer: Any, tree: RolloutTree,
 
 
 def run_rollout(engine: Engine, tokenizer: Any, examples: Sequence[TaskExample],
-                settings: RolloutSettings, mode: str, seed: int | None = None) -> RolloutTree:
+                settings: RolloutSettings, mode: str, seed: int | None = None,
+                first_prompt: int = 0) -> RolloutTree:
     """A whole rollout of `mode`: turn 1, then turn 2 if the mode has one. Unscored."""
-    tree = sample_answers(engine, tokenizer, examples, settings, mode, seed)
+    tree = sample_answers(engine, tokenizer, examples, settings, mode, seed, first_prompt)
     if tree.spec.has_confidence_turn:
-        sample_confidences(engine, tokenizer, tree, examples, settings, seed=seed)
+        sample_confidences(engine, tokenizer, tree, examples, settings, seed=seed,
+                           first_answer=first_prompt * settings.num_generations_answer)
     return tree

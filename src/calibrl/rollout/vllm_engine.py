@@ -15,7 +15,7 @@ Conventions match `calibrl.rollout.engine`:
   log-probs are not used).
 - text: recomputed as `decode(token_ids)` (vLLM would cut the text right after a stop string
   even when the completing token runs past it); the stop string is kept.
-- seeds: prompt `i` gets `derive_seed(seed, i)` and vLLM gives its `n` samples seeds `+0..n-1`.
+- seeds: prompt `i` gets `derive_seed(seed, first_stream + i)` and vLLM gives its `n` samples seeds `+0..n-1`.
   Deterministic for a fixed batch, but not the same samples as `HFEngine` (another RNG).
 """
 
@@ -114,7 +114,7 @@ class VLLMEngine:
             top_k=params.top_k if params.top_k > 0 else -1, max_tokens=params.max_new_tokens,
             stop=list(params.stop) or None, stop_token_ids=self.stop_token_ids,
             include_stop_str_in_output=True, skip_special_tokens=True, logprobs=0,
-            seed=derive_seed(seed, i)) for i in range(len(prompts))]
+            seed=derive_seed(seed, params.first_stream + i)) for i in range(len(prompts))]
         outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], per_prompt,
                                     use_tqdm=False)
         return [[self._generation(c) for c in sorted(out.outputs, key=lambda c: c.index)]

@@ -88,7 +88,9 @@ class RolloutSection(ConfidenceSampling):
                                description="Sampling temperature (both turns).")
     engine: Literal["hf", "vllm"] = Field("hf", description="Generation engine: transformers "
                                           "(CPU/GPU) or vLLM (GPU, extra `calibrl[vllm]`).")
-    prompts_per_step: int = Field(8, gt=0, description="Prompts sampled per training step.")
+    prompts_per_step: int = Field(8, gt=0, description="Prompts sampled per training step, "
+                                  "over all processes: each of N processes rolls out "
+                                  "prompts_per_step / N of them (N must divide it).")
     num_generations_answer: int = Field(4, ge=1, description="G_a: answers sampled per prompt "
                                         "(turn 1); the GRPO group size.")
     num_generations_confidence: int = Field(2, ge=1, description="G_c: confidence completions "
@@ -165,8 +167,11 @@ class OptimSection(Section):
     total_steps: int = Field(100, gt=0, description="Training steps (one rollout each).")
     micro_batch_size: int = Field(16, gt=0, description="Rows per forward/backward; gradients "
                                   "accumulate over a step's micro-batches.")
-    mixed_precision: Literal["no", "bf16", "fp16"] = Field(
-        "no", description="accelerate mixed precision (bf16 autocast also speeds up CPUs).")
+    mixed_precision: Literal["no", "bf16", "fp16"] | None = Field(
+        None, description="accelerate mixed precision; None: the launcher's (`accelerate launch "
+        "--mixed_precision`, `accelerate config`; 'no' without a launcher). A value here wins "
+        "over the launcher's (under DeepSpeed its own config decides). bf16 autocast also "
+        "speeds up CPUs with AVX512-BF16/AMX.")
 
     @field_validator("mixed_precision", mode="before")
     @classmethod

@@ -7,6 +7,10 @@ complete checkpoint or none; a leftover temporary directory is ignored and clean
 `checkpoint.json` lists the sha256 of every file: `find_checkpoint` resumes from the newest
 checkpoint whose files still match (a disk that lost or changed bytes cannot pass) and sets the
 newer, damaged ones aside as `checkpoint-NNNNNN.corrupt`, so pruning never prefers them.
+
+A run of several processes also keeps `accelerate/`, written by every process with accelerate's
+`save_state` (the optimiser and model shards of FSDP / DeepSpeed, each process's RNG states);
+it is resumed with `load_state`. A single-process checkpoint has no such folder.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from calibrl.utils.atomic import atomic_dir, recover
 
 _NAME = re.compile(r"^checkpoint-(\d{6})$")
 STATE_FILE = "trainer_state.pt"
+ACCELERATE_DIR = "accelerate"
 INFO_FILE = "checkpoint.json"
 
 
@@ -57,6 +62,12 @@ class Checkpoint:
     @property
     def model_dir(self) -> Path:
         return self.path / "model"
+
+    @property
+    def accelerate_dir(self) -> Path | None:
+        """The processes' `save_state` folder, if the run had several processes."""
+        path = self.path / ACCELERATE_DIR
+        return path if path.is_dir() else None
 
     def load_state(self) -> dict[str, Any]:
         return torch.load(self.path / STATE_FILE, map_location="cpu", weights_only=False)
@@ -134,17 +145,26 @@ def find_checkpoint(resume: str, run_dir: Path, *, main: bool = True) -> Checkpo
 
 
 def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
-                    trainer_state: dict[str, Any], keep_last: int) -> Checkpoint:
+                    trainer_state: dict[str, Any], keep_last: int,
+                    model_state: dict[str, Any] | None = None,
+                    state_dir: Path | None = None) -> Checkpoint:
     """Write checkpoint `step` atomically, then delete all but the newest `keep_last`.
 
-    `model` is an unwrapped `PreTrainedModel`; `trainer_state` holds optimiser/scheduler state
-    dicts, data position and anything else needed to resume (RNG states are added here).
+    `model` is an unwrapped `PreTrainedModel` (saved with `model_state` as its weights when
+    given: the gathered ones of a sharded run); `trainer_state` holds optimiser/scheduler state
+    dicts, data position and anything else needed to resume (RNG states are added here);
+    `state_dir`, a folder written by accelerate's `save_state`, is moved in as `accelerate/`.
     """
     final = run_dir / f"checkpoint-{step:06d}"
     recover(run_dir)  # temporaries of a run killed mid-save
     with atomic_dir(final) as tmp:
-        model.save_pretrained(tmp / "model")
+        if model_state is None:
+            model.save_pretrained(tmp / "model")
+        else:
+            model.save_pretrained(tmp / "model", state_dict=model_state)
         tokenizer.save_pretrained(tmp / "model")
+        if state_dir is not None:
+            shutil.move(str(state_dir), str(tmp / ACCELERATE_DIR))
         torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
         info = {"step": step, "files": _file_hashes(tmp)}
         (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")

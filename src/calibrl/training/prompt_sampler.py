@@ -1,7 +1,10 @@
 """Which prompts a step trains on: seeded epochs over the dataset, with a resumable position.
 
 The order of epoch `e` is a permutation drawn from `(seed, e)` alone, so the state to resume is
-just `(epoch, position)` — no RNG object has to be pickled.
+just `(epoch, position)` — no RNG object has to be pickled. The sampler is global: with several
+processes each draws the same indices and rolls out its share of them
+(`calibrl.training.distributed.shard_bounds`), so the prompts of a step do not depend on the
+number of processes.
 """
 
 from __future__ import annotations
@@ -18,23 +21,13 @@ class PromptSampler:
     size: int
     seed: int
     shuffle: bool = True
-    rank: int = 0
-    world_size: int = 1
     epoch: int = 0
     position: int = 0
 
-    def __post_init__(self) -> None:
-        if self.size < self.world_size:
-            raise ValueError(f"{self.size} training prompts cannot be split over "
-                             f"{self.world_size} processes")
-
     def _order(self, epoch: int) -> np.ndarray:
-        order = np.arange(self.size)
         if self.shuffle:
-            order = np.random.default_rng([self.seed, epoch]).permutation(self.size)
-        # Each process takes every world_size-th prompt; the shard length is equal on every rank.
-        usable = self.size - self.size % self.world_size
-        return order[:usable][self.rank::self.world_size]
+            return np.random.default_rng([self.seed, epoch]).permutation(self.size)
+        return np.arange(self.size)
 
     def next(self, count: int) -> list[int]:
         """The next `count` indices, continuing into the next epoch as needed."""

@@ -14,11 +14,21 @@ the last) the main process scores held-out problems with an evaluator handed in 
 (`calibrl.training.held_out`) and logs them as `eval/*` with that step's metrics.
 
 Everything algorithmic is a call into `calibrl.algo` / `calibrl.rollout`; this module wires them
-with accelerate (device placement, mixed precision, gradient averaging), so the same code runs
-on CPU, one GPU, or several processes under `accelerate launch -m calibrl train ...`: each
-process rolls out its own shard of the prompts and the gradients are averaged. The rollout
-generates with the unwrapped local model, so every process holds the whole model (DDP was
-checked on CPU; sharded setups such as FSDP or DeepSpeed ZeRO-3 were not).
+with accelerate (device placement, mixed precision, gradient reduction), so the same code runs on
+CPU, one GPU, or N processes (the README's multi-process section has the launch commands).
+`rollout.prompts_per_step` is global: each process rolls out `prompts_per_step / N` of the same
+prompts (refused at start-up when N does not divide it) and the scored shards are gathered on
+every process (`calibrl.training.distributed`), so advantages, loss weights and logged metrics
+are those of the whole batch. A micro-batch's loss is weighted by its share of the global batch,
+gradients are reduced once per pass (`no_sync` before the last micro-batch), and the update is
+the one a single process would make. Checked on 2 CPU processes (DDP over gloo,
+`tests/training/test_multi_process.py`, slow): after 3 steps the ranks hold identical weights,
+equal within float tolerance to a 1-process run, with one gradient reduction per pass; killed
+after a checkpoint they resume to the uninterrupted run's weights bitwise. `optim.mixed_precision`
+None takes the launcher's precision; a value wins over it. Under DeepSpeed ZeRO-3 the rollout
+gathers the parameters, under FSDP (v1) it generates with a full copy refreshed after each step
+(the copy is tested on 2 CPU ranks; training under either through accelerate has not run here).
+Checkpoints of several or sharded processes add accelerate's `save_state` (see `save`).
 
 Durability (see `run_setup`): the run directory is locked to this process; one that already holds
 a run is continued only with `checkpoint.resume` and replaced only with `checkpoint.overwrite`
@@ -26,13 +36,15 @@ a run is continued only with `checkpoint.resume` and replaced only with `checkpo
 run with a `UserError` before it reaches the weights or a checkpoint, so the last checkpoint is
 the last good state.
 
-Randomness: a step's sampling seed is derived from `(seed, step, process)` (`step_seed`) and the
-prompts from the seeded data order and position (`PromptSampler`), so a run resumed from a
-checkpoint continues exactly as the uninterrupted run would have.
+Randomness: a step's sampling seed is derived from `(seed, step)` (`step_seed`), the random stream
+of a sample from its prompt's position in the global batch, and the prompts from the seeded data
+order and position (`PromptSampler`), so a run resumed from a checkpoint continues exactly as the
+uninterrupted run would have, and a sample does not depend on which process drew it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -63,6 +75,19 @@ from calibrl.rollout.sampling import step_seed
 from calibrl.settings import TrainSettings, dump_settings
 from calibrl.tasks import get_task, import_task_modules
 from calibrl.training.checkpoint import list_checkpoints, save_checkpoint, set_rng_state
+from calibrl.training.distributed import (
+    check_launch,
+    full_weights,
+    gather_each,
+    gather_trees,
+    gathered_state_dict,
+    generation_copy,
+    is_sharded,
+    refresh_copy,
+    save_processes_state,
+    saves_processes_state,
+    shard_bounds,
+)
 from calibrl.training.held_out import Evaluator, load_held_out
 from calibrl.training.metrics_log import MetricsLogger
 from calibrl.training.policy import token_logprobs
@@ -95,6 +120,16 @@ class _Accumulated:
     def means(self) -> dict[str, float]:
         return {k: self.sums[k] / self.weights[k] for k in self.sums if self.weights[k] > 0}
 
+    @classmethod
+    def merged(cls, parts: list[_Accumulated]) -> _Accumulated:
+        """The processes' accumulations as one (weights are shares of the global batch)."""
+        out = cls()
+        for part in parts:
+            for key, total in part.sums.items():
+                out.sums[key] = out.sums.get(key, 0.0) + total
+                out.weights[key] = out.weights.get(key, 0.0) + part.weights[key]
+        return out
+
 
 class Trainer:
     """Two-turn RLCR, single-turn RLCR or RLVR training from one `TrainSettings`."""
@@ -104,8 +139,16 @@ class Trainer:
         """`engine` overrides the configured one (tests inject scripted engines); `evaluator`
         scores held-out problems when `data.eval_path` is set (`calibrl.training.held_out`)."""
         self.cfg = cfg
+        # None: the launcher's precision (`accelerate launch --mixed_precision`, `accelerate
+        # config`); an explicit value wins over it.
         self.accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision)
         self.is_main = self.accelerator.is_main_process
+        check_launch(self.accelerator)
+        if is_sharded(self.accelerator) and cfg.model.lora.r > 0:
+            raise UserError("model.lora with FSDP or DeepSpeed is not supported; use DDP")
+        # This process's share of a step's prompts; refused now if they do not divide evenly.
+        self.shard = shard_bounds(cfg.rollout.prompts_per_step, self.accelerator.process_index,
+                                  self.accelerator.num_processes)
         set_seed(cfg.seed)
         # Checked before anything slow, so a bad path or a busy directory fails at start-up.
         self.run, self.resume_from = self._open_run(run_dir or run_directory(cfg))
@@ -134,7 +177,8 @@ class Trainer:
             raise UserError(f"{cfg.data.train_path}: no training rows")
         for source in {ex.data_source for ex in self.examples}:
             get_task(source)  # unknown data_source: fail now, not at step 1
-        model_path = resolve_model_path(cfg.model.path, self.run_dir)
+        with self.accelerator.main_process_first():  # 'tiny' is built (a Hub model fetched) once
+            model_path = resolve_model_path(cfg.model.path, self.run_dir)
         model, self.tokenizer = load_policy(model_path, dtype=cfg.model.dtype,
                                             trust_remote_code=cfg.model.trust_remote_code)
         model = prepare_policy(model, gradient_checkpointing=cfg.model.gradient_checkpointing,
@@ -146,6 +190,7 @@ class Trainer:
         scheduler = get_scheduler(optim.scheduler, optimizer,
                                   num_warmup_steps=optim.warmup_steps * cfg.algorithm.ppo_epochs,
                                   num_training_steps=passes)
+        self.generation_model = generation_copy(self.accelerator, model)  # FSDP only
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(
             model, optimizer, scheduler)
         self.ref_model = None
@@ -154,16 +199,29 @@ class Trainer:
                                  trust_remote_code=cfg.model.trust_remote_code)
             self.ref_model = self.accelerator.prepare_model(ref.eval().requires_grad_(False),
                                                             evaluation_mode=True)
-        self.engine = engine or make_engine(cfg.rollout.engine, self._unwrapped(),
+        self.engine = engine or make_engine(cfg.rollout.engine, self._engine_model(),
                                             self.tokenizer, **self._engine_options())
-        self.sampler = PromptSampler(len(self.examples), cfg.seed, cfg.data.shuffle,
-                                     self.accelerator.process_index,
-                                     self.accelerator.num_processes)
+        # Global: every process draws the same indices and rolls out its `shard` of them.
+        self.sampler = PromptSampler(len(self.examples), cfg.seed, cfg.data.shuffle)
         self.settings = RolloutSettings.from_config(cfg.rollout, cfg.model, cfg.data)
         self.step = 0
 
     def _unwrapped(self) -> Any:
         return self.accelerator.unwrap_model(self.model)
+
+    def _engine_model(self) -> Any:
+        return self._unwrapped() if self.generation_model is None else self.generation_model
+
+    def _update_engine(self) -> None:
+        if self.generation_model is not None:
+            refresh_copy(self.model, self.generation_model)
+        self.engine.update_weights(self._engine_model())
+
+    def _generating(self) -> contextlib.AbstractContextManager:
+        """Whole weights for the engine while it generates (a collective under ZeRO-3)."""
+        if self.generation_model is not None:
+            return contextlib.nullcontext(self.generation_model)
+        return full_weights(self.accelerator, self.model)
 
     def _engine_options(self) -> dict[str, Any]:
         if self.cfg.rollout.engine == "vllm":
@@ -175,26 +233,43 @@ class Trainer:
         ckpt = self.resume_from
         if ckpt is None:
             return
-        load_trained_weights(self._unwrapped(), ckpt.model_dir)
         state = ckpt.load_state()
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        if ckpt.accelerate_dir is not None:
+            # What every process saved: weights (or shards), optimiser, scheduler, its RNGs.
+            self.accelerator.load_state(str(ckpt.accelerate_dir))
+        elif is_sharded(self.accelerator):
+            raise UserError(f"{ckpt.path} was written by a single process; a sharded run "
+                            "resumes only from its own checkpoints")
+        else:
+            load_trained_weights(self._unwrapped(), ckpt.model_dir)
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
         self.sampler.load_state_dict(state["data"])
-        set_rng_state(state["rng"])
         self.step = ckpt.step
-        self.engine.update_weights(self._unwrapped())
+        self._update_engine()
         if self.is_main:
             print(f"resumed from {ckpt.path} (step {ckpt.step})")
 
     def save(self) -> None:
+        """One process: calibrl's checkpoint (model, optimiser, scheduler, data, RNG). Several,
+        or sharded: the same folder with the optimiser, scheduler and RNGs of every process in
+        `accelerate/` (accelerate's `save_state`, sharded under FSDP / DeepSpeed)."""
         self.accelerator.wait_for_everyone()
         self._stop_if_non_finite({"weight": self._max_abs_weight()})
+        model_state = gathered_state_dict(self.accelerator, self.model)
+        state_dir = (save_processes_state(self.accelerator, self.run_dir, self.step)
+                     if saves_processes_state(self.accelerator) else None)
         if self.is_main:
+            trainer_state = {"data": self.sampler.state_dict()}
+            if state_dir is None:
+                trainer_state = {"optimizer": self.optimizer.state_dict(),
+                                 "scheduler": self.scheduler.state_dict(), **trainer_state}
             save_checkpoint(self.run_dir, self.step, model=self._unwrapped(),
                             tokenizer=self.tokenizer, keep_last=self.cfg.checkpoint.keep_last,
-                            trainer_state={"optimizer": self.optimizer.state_dict(),
-                                           "scheduler": self.scheduler.state_dict(),
-                                           "data": self.sampler.state_dict()})
+                            trainer_state=trainer_state, model_state=model_state,
+                            state_dir=state_dir)
+        self.accelerator.wait_for_everyone()
 
     # ------------------------------------------------------------------ non-finite values
     def _max_abs_weight(self) -> float:
@@ -218,24 +293,35 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def _rollout(self):
+        """The step's whole scored tree (every process's share) and its examples."""
         batch_examples = [self.examples[i] for i in self.sampler.next(
             self.cfg.rollout.prompts_per_step)]
-        seed = step_seed(self.cfg.seed, self.step, self.accelerator.process_index,
-                         self.accelerator.num_processes)
+        lo, hi = self.shard
+        # One seed per step for all processes; the streams are numbered from the share's first
+        # prompt, so a sample is the same whichever process draws it.
+        seed = step_seed(self.cfg.seed, self.step)
         self.model.eval()
-        with torch.no_grad(), self.accelerator.autocast():
-            tree = run_rollout(self.engine, self.tokenizer, batch_examples, self.settings,
-                               self.cfg.algorithm.mode, seed)
-        return score_tree(tree), batch_examples
+        with torch.no_grad(), self.accelerator.autocast(), self._generating():
+            tree = run_rollout(self.engine, self.tokenizer, batch_examples[lo:hi], self.settings,
+                               self.cfg.algorithm.mode, seed, first_prompt=lo)
+        return gather_trees(self.accelerator, score_tree(tree)), batch_examples
 
     def _old_logprobs(self, model: Any, micro: list) -> list[torch.Tensor]:
         with torch.no_grad(), self.accelerator.autocast():
             return [token_logprobs(model, mb, self.cfg.rollout.temperature)[0] for mb in micro]
 
     def _optimise(self, batch) -> dict[str, float]:
+        """`ppo_epochs` passes over this process's rows of the global `batch`. A micro-batch's
+        loss weight is its share of the global batch and the processes' gradients are summed
+        (DDP, FSDP and DeepSpeed average them, hence the factor `num_processes`), so the update
+        is the one a single process would make from the whole batch."""
         algo, temperature = self.cfg.algorithm, self.cfg.rollout.temperature
-        batch = batch.to(self.accelerator.device)
-        micro = batch.split(self.cfg.optim.micro_batch_size)
+        lo, hi = self.shard
+        mine = (batch.prompt_group >= lo) & (batch.prompt_group < hi)
+        full_mask = batch.loss_mask.to(self.accelerator.device)
+        local = batch.select(mine).trim() if self.accelerator.num_processes > 1 else batch
+        micro = local.to(self.accelerator.device).split(self.cfg.optim.micro_batch_size)
+        scale = self.accelerator.num_processes
         self.model.train()
         # One pass: old = current policy (ratio 1, TRL's convention); more: freeze them first.
         old = self._old_logprobs(self.model, micro) if algo.ppo_epochs > 1 else None
@@ -244,8 +330,8 @@ class Trainer:
         for _ in range(algo.ppo_epochs):
             worst_loss = 0.0  # the first non-finite micro-batch loss, if any
             for i, mb in enumerate(micro):
-                weight = micro_batch_weight(algo.loss_agg, mb.loss_mask, batch.loss_mask)
-                with self.accelerator.autocast():
+                weight = micro_batch_weight(algo.loss_agg, mb.loss_mask, full_mask)
+                with self._sync_after(i == len(micro) - 1), self.accelerator.autocast():
                     logp, entropy = token_logprobs(self.model, mb, temperature, with_entropy=True)
                     loss, metrics = policy_loss(
                         logp, logp.detach() if old is None else old[i], mb.advantages,
@@ -256,7 +342,7 @@ class Trainer:
                                             algo.kl_coef_confidence),
                         ref_logp=None if ref is None else ref[i], kl_estimator=algo.kl_estimator,
                         sample_type=mb.sample_type)
-                self.accelerator.backward(loss * weight)
+                    self.accelerator.backward(loss * (weight * scale))
                 mask = mb.loss_mask > 0
                 metrics["entropy"] = float(entropy[mask].mean()) if mask.any() else 0.0
                 metrics["loss"] = float(loss.detach())
@@ -269,8 +355,17 @@ class Trainer:
             self.optimizer.step()
             self.scheduler.step()
             self.optimizer.zero_grad(set_to_none=True)
+        acc = _Accumulated.merged([_Accumulated(*part) for part in gather_each(
+            self.accelerator, (acc.sums, acc.weights))])
         return {**{f"train/{k}": v for k, v in acc.means().items()},
                 "train/grad_norm": float(grad_norm), "train/lr": self.scheduler.get_last_lr()[0]}
+
+    def _sync_after(self, last: bool) -> contextlib.AbstractContextManager:
+        """Gradients are reduced over processes once per pass, in its last backward: before it,
+        `no_sync` (DDP, FSDP) and `sync_gradients = False` (DeepSpeed, whose engine steps in the
+        backward that syncs)."""
+        self.accelerator.sync_gradients = last
+        return contextlib.nullcontext() if last else self.accelerator.no_sync(self.model)
 
     def train_step(self) -> dict[str, float]:
         self.step += 1
@@ -284,20 +379,23 @@ class Trainer:
                                   normalize_std=algo.normalize_std,
                                   confidence_std_scope=algo.confidence_std_scope, eps=algo.eps)
         metrics = {**rollout_stats(tree), **self._optimise(batch)}
-        self.engine.update_weights(self._unwrapped())
+        self._update_engine()
         step_s = time.perf_counter() - start
         tokens = int(batch.response_mask.sum())
         metrics.update({"time/rollout_s": rollout_s, "time/train_s": step_s - rollout_s,
                         "time/step_s": step_s, "time/tokens_per_s": tokens / step_s})
-        if self.held_out is not None and self.is_main and self.held_out.due(self.step):
+        if self.held_out is not None and self.held_out.due(self.step):
             metrics.update(self._evaluate_held_out())
         self._log(metrics, tree, batch_examples)
         return metrics
 
     def _evaluate_held_out(self) -> dict[str, float]:
+        """On the main process; the others only join the gathering of the weights."""
         self.model.eval()
-        with torch.no_grad(), self.accelerator.autocast():
-            return self.held_out.run(self._unwrapped(), self.tokenizer, self.engine)
+        with torch.no_grad(), self.accelerator.autocast(), self._generating() as model:
+            if not self.is_main:
+                return {}
+            return self.held_out.run(model, self.tokenizer, self.engine)
 
     def _log(self, metrics: dict[str, float], tree, batch_examples) -> None:
         if not self.is_main:
@@ -360,10 +458,14 @@ class Trainer:
         finally:
             bar.close()
             self.logger.close()
+        model_state = gathered_state_dict(self.accelerator, self.model)
         if self.is_main:
             self.final_model = final_model(self._unwrapped())  # LoRA: merged into the base
             with atomic_dir(self.run_dir / "final-model") as tmp:
-                self.final_model.save_pretrained(tmp)
+                if model_state is None:
+                    self.final_model.save_pretrained(tmp)
+                else:
+                    self.final_model.save_pretrained(tmp, state_dict=model_state)
                 self.tokenizer.save_pretrained(tmp)
             self.run.commit()
             print(f"final model: {self.run.final / 'final-model'}")

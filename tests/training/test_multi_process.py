@@ -52,7 +52,12 @@ def _settings(model: Path, train: Path, out: Path, *extra: str) -> list[str]:
 
 def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
-    return {**env, "PYTHONPATH": str(TESTS), "OMP_NUM_THREADS": "1", **extra}
+    # src too: the launched ranks must import this checkout's calibrl, installed or not.
+    path = os.pathsep.join([str(TESTS.parent / "src"), str(TESTS),
+                            *filter(None, [os.environ.get("PYTHONPATH")])])
+    # CPU ranks and a CPU single process, also on a machine with a GPU.
+    return {**env, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
+            **extra}
 
 
 def _run_one(out: Path, settings: list[str], **env: str) -> None:

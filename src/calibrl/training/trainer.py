@@ -197,8 +197,10 @@ class Trainer:
         if cfg.algorithm.uses_reference:
             ref, _ = load_policy(model_path, dtype=cfg.model.dtype,
                                  trust_remote_code=cfg.model.trust_remote_code)
-            self.ref_model = self.accelerator.prepare_model(ref.eval().requires_grad_(False),
-                                                            evaluation_mode=True)
+            # Not prepared: accelerate never shards a model prepared for evaluation, and would
+            # put it in save_state, which under FSDP fails on an unwrapped module. Every process
+            # holds the whole frozen reference on its device.
+            self.ref_model = ref.eval().requires_grad_(False).to(self.accelerator.device)
         self.engine = engine or make_engine(cfg.rollout.engine, self._engine_model(),
                                             self.tokenizer, **self._engine_options())
         # Global: every process draws the same indices and rolls out its `shard` of them.

@@ -12,8 +12,9 @@ process's rollout stops after a different number of tokens). Under DeepSpeed ZeR
 TRL's `unwrap_model_for_generation`). Under FSDP (version 1) the engine generates with a plain
 copy of the model (`generation_copy`) refreshed after every optimiser step from
 `FullyShardedDataParallel.summon_full_params` (`refresh_copy`), as TRL refreshes vLLM.
-`refresh_copy` is tested on 2 CPU ranks of torch's FSDP; training under FSDP or DeepSpeed
-through accelerate has not run here (accelerate offers FSDP on GPUs only). Unlike TRL, the
+`refresh_copy` is tested on 2 CPU ranks of torch's FSDP; FSDP training and resume through
+accelerate ran on one GPU (one process, so FSDP did not shard; benchmarks/gpu); DeepSpeed has
+not run. Unlike TRL, the
 ZeRO-3 path leaves DeepSpeed's module hooks in place while the parameters are gathered.
 
 Checkpoints of several or sharded processes: `save_processes_state` has every process write its part with

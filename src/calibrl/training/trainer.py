@@ -27,7 +27,8 @@ equal within float tolerance to a 1-process run, with one gradient reduction per
 after a checkpoint they resume to the uninterrupted run's weights bitwise. `optim.mixed_precision`
 None takes the launcher's precision; a value wins over it. Under DeepSpeed ZeRO-3 the rollout
 gathers the parameters, under FSDP (v1) it generates with a full copy refreshed after each step
-(the copy is tested on 2 CPU ranks; training under either through accelerate has not run here).
+(the copy is tested on 2 CPU ranks; FSDP training and resume ran on one H100, unsharded as
+one process is, benchmarks/gpu; DeepSpeed has not run).
 Checkpoints of several or sharded processes add accelerate's `save_state` (see `save`).
 
 Durability (see `run_setup`): the run directory is locked to this process; one that already holds

@@ -35,26 +35,13 @@ def test_derive_seed_is_stable_31_bit_and_spreads():
     assert derive_seed(7, 3) != derive_seed(8, 3)
 
 
-def test_step_seeds_of_1024_ranks_never_collide():
-    """Every (base seed, step, rank) of 1024 processes gets its own seed; a fixed stride of 64,
-    `(seed * 1_000_003 + step) * 64 + rank`, gave rank 64 at step s the seed of rank 0 at s + 1."""
-    world = 1024
-    seeds = [step_seed(base, step, rank, world) for base in (0, 1, 7, 12345)
-             for step in range(1, 6) for rank in range(world)]
-    assert len(set(seeds)) == len(seeds) == 4 * 5 * world
+def test_step_seeds_are_distinct_and_those_of_earlier_runs():
+    seeds = [step_seed(base, step) for base in (0, 1, 7, 12345) for step in range(1, 200)]
+    assert len(set(seeds)) == len(seeds)
     rollout_seeds = {(2 * s + turn) & 0xFFFFFFFF for s in seeds for turn in (0, 1)}
     assert len(rollout_seeds) == 2 * len(seeds)  # still distinct where `uniforms` reads them
-    fixed_stride = [(base * 1_000_003 + step) * 64 + rank for base in (0, 1)
-                    for step in range(1, 6) for rank in range(world)]
-    assert len(set(fixed_stride)) < len(fixed_stride)
-    with pytest.raises(ValueError):
-        step_seed(0, 1, rank=world, world_size=world)
-
-
-def test_step_seeds_up_to_64_processes_are_those_of_earlier_runs():
-    for world in (1, 2, 8, 64):
-        for base, step, rank in ((0, 1, 0), (3, 17, world - 1), (12345, 400, world // 2)):
-            assert step_seed(base, step, rank, world) == (base * 1_000_003 + step) * 64 + rank
+    for base, step in ((0, 1), (3, 17), (12345, 400)):
+        assert step_seed(base, step) == (base * 1_000_003 + step) * 64 + 0  # process 0's seed
 
 
 def test_uniforms_are_deterministic_distinct_and_uniform():

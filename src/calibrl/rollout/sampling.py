@@ -51,20 +51,16 @@ def derive_seed(seed: int, *keys: int) -> int:
     return h & 0x7FFFFFFF
 
 
-def step_seed(seed: int, step: int, rank: int = 0, world_size: int = 1) -> int:
-    """The sampling seed of training step `step` on process `rank` of `world_size`.
+def step_seed(seed: int, step: int) -> int:
+    """The sampling seed of training step `step`: `(seed * 1_000_003 + step) * 64`.
 
-    `(seed * 1_000_003 + step) * stride + rank` with `stride = max(64, world_size)`: the ranks
-    of one step take `stride` consecutive values, so within a run no two (step, rank) pairs
-    share a seed, whatever the number of processes (a fixed stride of 64 gave rank 64 at step s
-    the seed of rank 0 at step s + 1). Up to 64 processes the seeds are those of that fixed
-    stride, so earlier runs replay exactly. Different base seeds stay apart for the first
-    1_000_003 steps. (`uniforms` reads `2 * seed + turn` mod 2**32, still one value per
-    (step, rank) while `step * stride < 2**31`.)
+    Every process of a run uses it; samples are told apart by their random stream, numbered by
+    their place in the global batch (`SamplingParams.first_stream`), not by the process. The
+    stride of 64 keeps the values of earlier runs (whose process 0 used it), so they replay
+    exactly. Different base seeds stay apart for the first 1_000_003 steps. (`uniforms` reads
+    `2 * seed + turn` mod 2**32, one value per (step, turn) while `step * 64 < 2**31`.)
     """
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} outside a world of {world_size} processes")
-    return (seed * 1_000_003 + step) * max(64, world_size) + rank
+    return (seed * 1_000_003 + step) * 64
 
 
 def uniforms(seed: int, context: torch.Tensor, sample: torch.Tensor, step: int) -> torch.Tensor:

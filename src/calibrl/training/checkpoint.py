@@ -158,10 +158,7 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
     final = run_dir / f"checkpoint-{step:06d}"
     recover(run_dir)  # temporaries of a run killed mid-save
     with atomic_dir(final) as tmp:
-        if model_state is None:
-            model.save_pretrained(tmp / "model")
-        else:
-            model.save_pretrained(tmp / "model", state_dict=model_state)
+        model.save_pretrained(tmp / "model", state_dict=model_state)  # None: the model's own
         tokenizer.save_pretrained(tmp / "model")
         if state_dir is not None:
             shutil.move(str(state_dir), str(tmp / ACCELERATE_DIR))

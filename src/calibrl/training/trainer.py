@@ -465,10 +465,7 @@ class Trainer:
         if self.is_main:
             self.final_model = final_model(self._unwrapped())  # LoRA: merged into the base
             with atomic_dir(self.run_dir / "final-model") as tmp:
-                if model_state is None:
-                    self.final_model.save_pretrained(tmp)
-                else:
-                    self.final_model.save_pretrained(tmp, state_dict=model_state)
+                self.final_model.save_pretrained(tmp, state_dict=model_state)
                 self.tokenizer.save_pretrained(tmp)
             self.run.commit()
             print(f"final model: {self.run.final / 'final-model'}")

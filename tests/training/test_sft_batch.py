@@ -63,6 +63,22 @@ def test_labels_cover_exactly_the_last_message_and_its_eos():
     assert kinds == {"answer", "confidence", "rlcr"}
 
 
+def test_a_reply_prefix_is_context_not_target():
+    train, _ = generate_countdown(20, num_numbers=(3, 3), max_number=20, seed=2, test_size=0)
+    convs = build_conversations(examples_from_instances(train, "train"), SFTMix(0, 0, 0, early=1),
+                                random.Random(0))
+    for conv in convs:
+        row = tokenize_conversation(tok(), conv.messages, conv.reply_prefix)
+        start = next(i for i, label in enumerate(row.labels) if label != IGNORE)
+        prompt = tok().apply_chat_template(conv.messages[:-1], tokenize=False,
+                                           add_generation_prompt=True)
+        assert tok().decode(row.input_ids[:start]) == prompt + conv.reply_prefix
+        assert (tok().decode(row.input_ids[start:])
+                == conv.messages[-1]["content"][len(conv.reply_prefix):] + IM_END)
+    with pytest.raises(UserError, match="reply prefix"):
+        tokenize_conversation(tok(), convs[0].messages, "not the start")
+
+
 def test_a_template_that_breaks_the_prefix_or_the_eos_is_refused():
     messages = conversations()[0].messages
     with pytest.raises(UserError, match="last message"):

@@ -11,7 +11,7 @@ import pytest
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
-from calibrl.protocol.completions import answer_part
+from calibrl.protocol.completions import EARLY_ANSWER_TEXT, answer_part, trace_parts
 from calibrl.protocol.modes import get_mode
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.rewards import parse_confidence, rlcr_format_ok
@@ -131,11 +131,32 @@ def test_mix_shares_and_missing_solutions():
     assert build_conversations([unsolved], SFTMix(), random.Random(0)) == []
 
 
+def test_early_answers_cut_the_reference_trace_and_train_only_the_answer():
+    keeps = Counter()
+    for seed in range(5):
+        for conv in build_conversations(problems(), SFTMix(0, 0, 0, early=1), random.Random(seed)):
+            ex = next(e for e in problems() if e.index == conv.index)
+            assert conv.kind == "early"
+            assert conv.messages[:-1] == get_mode("two_turn").answer_prompt(ex.messages)
+            content = conv.messages[-1]["content"]
+            assert content.startswith(conv.reply_prefix)
+            assert conv.reply_prefix.endswith(EARLY_ANSWER_TEXT) and verifies(content, ex)
+            trace = reference_trace(ex)
+            steps, answer = trace_parts(trace)
+            kept = conv.reply_prefix[len("<think>"):-len(EARLY_ANSWER_TEXT)]
+            n_words, keep = len("\n".join(steps).split()), len(kept.split())
+            assert keep < n_words and trace.startswith("<think>" + kept)
+            assert content[len(conv.reply_prefix):] == answer + "</answer>"
+            keeps[keep] += 1
+    assert set(keeps) == set(range(max(keeps) + 1))  # every cut, from no chain on
+
+
 def test_parse_mix():
     assert parse_mix("answer=1, rlcr=0.5") == SFTMix(answer=1, confidence=0.25, rlcr=0.5)
     assert parse_mix("") == SFTMix()
+    assert parse_mix("answer=0,confidence=0,rlcr=0,early=1").weights == (0, 0, 0, 1)
     for bad in ("answer", "answers=1", "rlcr=x", "answer=-1", "wrong_share=2",
-                "answer=0,confidence=0,rlcr=0", "answer=nan"):
+                "answer=0,confidence=0,rlcr=0", "answer=nan", "early=-1"):
         with pytest.raises(UserError):
             parse_mix(bad)
 

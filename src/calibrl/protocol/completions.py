@@ -6,6 +6,7 @@ Task-independent: a task decides what goes *inside* `<answer>` (`Task.extract_an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
@@ -57,6 +58,46 @@ def answer_trace(steps: Sequence[str], answer: str) -> str:
     """A turn-1 completion: the steps inside think tags, one per line, then the answer tags."""
     return (f"{THINK_OPEN}\n" + "\n".join(steps)
             + f"\n{THINK_CLOSE}\n{ANSWER_OPEN}{answer}{ANSWER_CLOSE}")
+
+
+# Appended to a cut chain to ask for the answer at once: the probe's forced text, and the end of
+# the context of the warm-up's early answers, so the probe asks in a format the model was taught.
+EARLY_ANSWER_TEXT = f"\n{THINK_CLOSE}\n{ANSWER_OPEN}"
+
+
+def trace_parts(trace: str) -> tuple[list[str], str] | None:
+    """`(steps, answer)` of a trace laid out as `answer_trace` writes it, else None."""
+    head, tail = f"{THINK_OPEN}\n", f"\n{THINK_CLOSE}\n{ANSWER_OPEN}"
+    if not trace.startswith(head) or not trace.endswith(ANSWER_CLOSE):
+        return None
+    body, found, answer = trace[len(head):-len(ANSWER_CLOSE)].rpartition(tail)
+    return (body.split("\n"), answer) if found else None
+
+
+def chain_word_ends(trace: str) -> list[int] | None:
+    """Where each word of an `answer_trace`'s steps ends, as offsets into the steps' text
+    (the steps joined by line breaks); None if `trace` is not laid out so."""
+    parts = trace_parts(trace)
+    if parts is None:
+        return None
+    return [m.end() for m in re.finditer(r"\S+", "\n".join(parts[0]))]
+
+
+def early_answer_split(trace: str, keep: int) -> tuple[str, str] | None:
+    """An `answer_trace` cut after the first `keep` words of its steps and answered at once.
+
+    Returns `(context, target)`: context = `<think>`, then (if `keep` > 0) a line break and the
+    steps' text through word `keep`, then `EARLY_ANSWER_TEXT`; target = the answer and
+    `</answer>`. Like the probe's cuts, a cut keeps a word but not the whitespace after it.
+    `keep` = all the words gives the trace itself (context + target == trace). None if `trace`
+    is not laid out as `answer_trace` writes it or `keep` is outside [0, number of words].
+    """
+    ends = chain_word_ends(trace)
+    if ends is None or not 0 <= keep <= len(ends):
+        return None
+    steps, answer = trace_parts(trace)
+    kept = "\n" + "\n".join(steps)[:ends[keep - 1]] if keep else ""
+    return THINK_OPEN + kept + EARLY_ANSWER_TEXT, answer + ANSWER_CLOSE
 
 
 def last_answer(text: str) -> str | None:

@@ -12,7 +12,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from calibrl.errors import UserError
-from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
+from calibrl.protocol.completions import EARLY_ANSWER_TEXT
+from calibrl.protocol.tags import ANSWER_CLOSE, THINK_CLOSE, THINK_OPEN
 from calibrl.settings.base import Seed, redefault, shared_field
 from calibrl.settings.sections import AnswerSampling, ModelSection
 
@@ -20,7 +21,7 @@ DEFAULT_FRACTIONS: tuple[float, ...] = tuple(i / 10 for i in range(11))
 STEPS = "steps"
 # The line break is the forced text's, not the chain's: every cut (the whole chain included)
 # ends on text, so each truncated thought closes the way a finished one does.
-FORCED_TEXT = f"\n{THINK_CLOSE}\n{ANSWER_OPEN}"
+FORCED_TEXT = EARLY_ANSWER_TEXT  # the warm-up's early answers end their context with it
 ANSWER_STOP = ANSWER_CLOSE
 # Not part of the fingerprint: they change speed, memory or what is saved, not the numbers.
 UNFINGERPRINTED = ("traces_per_batch", "max_rows", "limit", "save_samples")

@@ -21,13 +21,17 @@ class SFTMix:
     """Shares of the conversation kinds, and of wrong traces among turn-2 contexts.
 
     The defaults serve all three RL modes with one model: half answer-only traces (the skill
-    every mode needs), a quarter each of the two confidence formats.
+    every mode needs), a quarter each of the two confidence formats. `early` (off by default)
+    adds traces cut after some of their words and answered at once, the format the faithfulness
+    probe asks in; only their answer is trained, so the model learns to answer when asked
+    early, not to stop thinking early.
     """
 
     answer: float = 0.5
     confidence: float = 0.25
     rlcr: float = 0.25
     wrong_share: float = 0.5  # of `confidence` contexts whose answer is a corrupted (wrong) trace
+    early: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -36,13 +40,13 @@ class SFTMix:
                 raise UserError(f"mix {f.name} must be a non-negative number, got {value}")
         if self.wrong_share > 1.0:
             raise UserError(f"mix wrong_share must be at most 1, got {self.wrong_share}")
-        if self.answer + self.confidence + self.rlcr <= 0.0:
-            raise UserError("mix shares answer, confidence and rlcr are all 0")
+        if self.answer + self.confidence + self.rlcr + self.early <= 0.0:
+            raise UserError("mix shares answer, confidence, rlcr and early are all 0")
 
     @property
-    def weights(self) -> tuple[float, float, float]:
+    def weights(self) -> tuple[float, float, float, float]:
         """Unnormalised weights in `KINDS` order."""
-        return (self.answer, self.confidence, self.rlcr)
+        return (self.answer, self.confidence, self.rlcr, self.early)
 
     def text(self) -> str:
         """The `NAME=VALUE,...` form `parse_mix` reads."""
@@ -87,7 +91,8 @@ class SFTSection(Section):
     max_seq_len: int = Field(1024, gt=1, description="Longer conversations are dropped "
                              "(counted in the summary).")
     mix: SFTMix = Field(default_factory=SFTMix, description="Shares of the conversation kinds "
-                        "(answer, confidence, rlcr) and of wrong turn-2 contexts, as a mapping "
+                        "(answer, confidence, rlcr, early: cut traces answered at once) and of wrong "
+                        "turn-2 contexts, as a mapping "
                         "or NAME=VALUE,... (any subset).")
     failed_attempt_p: float = Field(0.0, ge=0, lt=1, description="Search traces: the "
                                     "chance of each further failed attempt (a random first "

@@ -124,7 +124,7 @@ def _epoch_rows(problems, config: SFTSettings, tokenizer, epoch: int):
                                         grid=config.confidence_grid, question=config.confidence_question,
                                         failed_attempt_p=config.failed_attempt_p,
                                         max_failed_attempts=config.max_failed_attempts)
-    rows = [tokenize_conversation(tokenizer, c.messages) for c in conversations]
+    rows = [tokenize_conversation(tokenizer, c.messages, c.reply_prefix) for c in conversations]
     kept = [r for r in rows if len(r.input_ids) <= config.max_seq_len]
     batches = bucket_batches([len(r.input_ids) for r in kept], config.batch_tokens, rng)
     return kept, batches, len(rows) - len(kept)

@@ -39,8 +39,10 @@ def _ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def tokenize_conversation(tokenizer, messages: Sequence[dict[str, str]]) -> TokenizedConversation:
-    """Token ids of `messages` and labels on the last message's tokens through its eos.
+def tokenize_conversation(tokenizer, messages: Sequence[dict[str, str]],
+                          reply_prefix: str = "") -> TokenizedConversation:
+    """Token ids of `messages` and labels on the last message's tokens through its eos,
+    except those of `reply_prefix`, a leading part of the last message given as context.
 
     Tokens the template writes after the eos (a newline) are dropped: they are neither trained
     nor needed as context. Raises `UserError` if the last message is not the assistant's, the
@@ -48,11 +50,13 @@ def tokenize_conversation(tokenizer, messages: Sequence[dict[str, str]]) -> Toke
     """
     if not messages or messages[-1]["role"] != "assistant":
         raise UserError("the last message of an SFT conversation must be the assistant's")
+    if not messages[-1]["content"].startswith(reply_prefix):
+        raise UserError("the reply prefix is not the start of the last message")
     eos = tokenizer.eos_token_id
     if eos is None:
         raise UserError("the tokenizer has no eos token to end the trained message")
     prompt = tokenizer.apply_chat_template(list(messages[:-1]), tokenize=False,
-                                           add_generation_prompt=True)
+                                           add_generation_prompt=True) + reply_prefix
     full = tokenizer.apply_chat_template(list(messages), tokenize=False)
     prompt_ids, full_ids = _ids(tokenizer, prompt), _ids(tokenizer, full)
     start = len(prompt_ids)

@@ -9,7 +9,9 @@ Three kinds, one per message format the RL modes use (the prompts are the modes'
   as the assistant reply, the confidence question, then
   `<analysis>...</analysis>\\n<confidence>c</confidence>`;
 - `rlcr` (single-turn RLCR): the RLCR prompt, then the reference trace followed by the analysis
-  and confidence.
+  and confidence;
+- `early` (the faithfulness probe's format): turn 1 with the reference trace cut after some of
+  its words and `EARLY_ANSWER_TEXT`, given as context; only the answer after it is trained.
 
 Only the format is taught, never calibration: `c` comes from a fixed grid and the analysis from
 a pool of neutral sentences, both drawn independently of whether the answer in the context is
@@ -25,13 +27,14 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from calibrl.data.example import TaskExample
+from calibrl.protocol.completions import chain_word_ends, early_answer_split
 from calibrl.protocol.modes import RLCR, TWO_TURN
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
 from calibrl.settings.sft import CONFIDENCE_GRID, SFTMix
 from calibrl.tasks import get_task
 
-KINDS = ("answer", "confidence", "rlcr")
+KINDS = ("answer", "confidence", "rlcr", "early")
 # Neutral on purpose: a sentence that judged the answer would leak correctness into the target.
 ANALYSIS_POOL = (
     "I checked each step of the equation.",
@@ -53,6 +56,8 @@ class SFTConversation:
         index: the problem's `TaskExample.index`.
         context_correct: for `confidence`, whether the answer in the context verifies; else None.
         confidence: the confidence in the target (`confidence`, `rlcr`), else None.
+        reply_prefix: the leading part of the last message that is context, not trained
+            (`early`: the cut trace and forced text), else "".
     """
 
     messages: list[dict[str, str]]
@@ -60,6 +65,7 @@ class SFTConversation:
     index: int
     context_correct: bool | None = None
     confidence: float | None = None
+    reply_prefix: str = ""
 
 
 def confidence_text(analysis: str, confidence: float) -> str:
@@ -92,6 +98,20 @@ def answer_conversation(example: TaskExample, trace: str) -> SFTConversation:
     messages = TWO_TURN.answer_prompt(example.messages)
     return SFTConversation(messages + [{"role": "assistant", "content": trace}], "answer",
                            example.index)
+
+
+def early_answer_conversation(example: TaskExample, trace: str,
+                              rng: random.Random) -> SFTConversation | None:
+    """Format (d): turn-1 messages + the trace cut after k of its n words (k uniform in
+    [0, n)) and answered at once; None if the trace is not laid out as `answer_trace` writes
+    it. Cuts fall inside steps too, as the probe's fraction points do."""
+    ends = chain_word_ends(trace)
+    if not ends:
+        return None
+    context, target = early_answer_split(trace, rng.randrange(len(ends)))
+    messages = TWO_TURN.answer_prompt(example.messages)
+    return SFTConversation(messages + [{"role": "assistant", "content": context + target}],
+                           "early", example.index, reply_prefix=context)
 
 
 def confidence_conversation(example: TaskExample, context_trace: str, context_correct: bool,
@@ -135,6 +155,10 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
         kind = rng.choices(KINDS, weights=mix.weights)[0]
         if kind == "answer":
             out.append(answer_conversation(example, trace))
+            continue
+        if kind == "early":
+            early = early_answer_conversation(example, trace, rng)
+            out.append(early if early is not None else answer_conversation(example, trace))
             continue
         context, correct = trace, True
         if kind == "confidence" and rng.random() < mix.wrong_share:

@@ -1,7 +1,7 @@
 """SFT conversations built from solved problems: what the supervised warm-up teaches.
 
-Three kinds, one per message format the RL modes use (the prompts are the modes' own,
-`calibrl.protocol.modes`):
+Four kinds: one per message format the RL modes use (the prompts are the modes' own,
+`calibrl.protocol.modes`), and the faithfulness probe's:
 
 - `answer` (rlvr and two_turn, turn 1): the task's messages, then the reference trace
   `<think>steps</think>\\n<answer>solution</answer>` (`Task.reference_trace`);

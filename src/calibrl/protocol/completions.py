@@ -74,13 +74,15 @@ def trace_parts(trace: str) -> tuple[list[str], str] | None:
     return (body.split("\n"), answer) if found else None
 
 
+def _word_ends(text: str) -> list[int]:
+    return [m.end() for m in re.finditer(r"\S+", text)]
+
+
 def chain_word_ends(trace: str) -> list[int] | None:
     """Where each word of an `answer_trace`'s steps ends, as offsets into the steps' text
     (the steps joined by line breaks); None if `trace` is not laid out so."""
     parts = trace_parts(trace)
-    if parts is None:
-        return None
-    return [m.end() for m in re.finditer(r"\S+", "\n".join(parts[0]))]
+    return None if parts is None else _word_ends("\n".join(parts[0]))
 
 
 def early_answer_split(trace: str, keep: int) -> tuple[str, str] | None:
@@ -92,11 +94,14 @@ def early_answer_split(trace: str, keep: int) -> tuple[str, str] | None:
     `keep` = all the words gives the trace itself (context + target == trace). None if `trace`
     is not laid out as `answer_trace` writes it or `keep` is outside [0, number of words].
     """
-    ends = chain_word_ends(trace)
-    if ends is None or not 0 <= keep <= len(ends):
+    parts = trace_parts(trace)
+    if parts is None:
         return None
-    steps, answer = trace_parts(trace)
-    kept = "\n" + "\n".join(steps)[:ends[keep - 1]] if keep else ""
+    body, answer = "\n".join(parts[0]), parts[1]
+    ends = _word_ends(body)
+    if not 0 <= keep <= len(ends):
+        return None
+    kept = "\n" + body[:ends[keep - 1]] if keep else ""
     return THINK_OPEN + kept + EARLY_ANSWER_TEXT, answer + ANSWER_CLOSE
 
 

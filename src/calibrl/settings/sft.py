@@ -91,9 +91,8 @@ class SFTSection(Section):
     max_seq_len: int = Field(1024, gt=1, description="Longer conversations are dropped "
                              "(counted in the summary).")
     mix: SFTMix = Field(default_factory=SFTMix, description="Shares of the conversation kinds "
-                        "(answer, confidence, rlcr, early: cut traces answered at once) and of wrong "
-                        "turn-2 contexts, as a mapping "
-                        "or NAME=VALUE,... (any subset).")
+                        "(answer, confidence, rlcr, early: cut traces answered at once) and "
+                        "of wrong turn-2 contexts, as a mapping or NAME=VALUE,... (any subset).")
     failed_attempt_p: float = Field(0.0, ge=0, lt=1, description="Search traces: the "
                                     "chance of each further failed attempt (a random first "
                                     "step, the last step closest to the target, a miss) "

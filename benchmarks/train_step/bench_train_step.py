@@ -14,9 +14,12 @@ TRL is a benchmark-only dependency; keep it out of the main venv:
     .venv-bench/bin/pip install torch==2.13.0 && .venv-bench/bin/pip install -e ".[bench]"
     .venv-bench/bin/python benchmarks/train_step/bench_train_step.py [--steps 5] [--precision bf16]
 
-The model is the supervised warm-up model `outputs/sft-measure/model` when it exists (it writes
-short, well-formed answers), else a freshly built random tiny model (which samples until the length
-limit on both sides). Writes benchmarks/results/train_step.json and prints a table.
+The model and prompts are the demo's (`outputs/demo/sft/model`, `outputs/demo/data/rl.parquet`,
+made by `make demo`: a warmed-up model that writes short, well-formed answers to prompts in its
+own format) when they exist, else a freshly built random tiny model (which samples until the
+length limit on both sides) on generated prompts. calibrl encodes each distinct prompt once per
+micro-batch (`optim.shared_context`; `--no-shared-context` for the plain forward pass). Writes
+benchmarks/results/train_step.json and prints a table.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ sys.path.insert(0, str(HERE))
 
 from common import SideResult, Spec  # noqa: E402
 
-SFT_MODEL = ROOT / "outputs" / "sft-measure" / "model"
+DEMO = ROOT / "outputs" / "demo"
+SFT_MODEL, DEMO_PROMPTS = DEMO / "sft" / "model", DEMO / "data" / "rl.parquet"
 SIDES = ("calibrl", "trl")
 
 RATIOS = (("step_time", "step_s"), ("step_cpu_time", "step_cpu_s"),
@@ -67,20 +71,22 @@ def prepare_model(args: argparse.Namespace, work: Path) -> tuple[Path, str]:
     if args.model is not None:
         return args.model, "given with --model"
     if (SFT_MODEL / "config.json").is_file() and not args.random_model:
-        return SFT_MODEL, "supervised warm-up model (outputs/sft-measure/model)"
+        return SFT_MODEL, "the demo's warm-up model (outputs/demo/sft/model)"
     from calibrl.models import create_tiny_model
 
     target = work / f"tiny-random-h{args.hidden}-l{args.layers}"
     if not (target / "config.json").is_file():
         create_tiny_model(target, seed=args.seed, overwrite=True, hidden_size=args.hidden,
                           num_layers=args.layers)
-    why = "--random-model" if args.random_model else "no outputs/sft-measure/model yet"
+    why = "--random-model" if args.random_model else "no outputs/demo/sft/model yet"
     return target, f"random tiny model (hidden {args.hidden}, {args.layers} layers; {why})"
 
 
-def prepare_data(args: argparse.Namespace, work: Path) -> Path:
+def prepare_data(args: argparse.Namespace, work: Path, model_dir: Path) -> Path:
     if args.data is not None:
         return args.data
+    if model_dir == SFT_MODEL and DEMO_PROMPTS.is_file():  # prompts in the model's format
+        return DEMO_PROMPTS
     out = work / "countdown"
     if not (out / "train.parquet").is_file():
         subprocess.run([sys.executable, "-m", "calibrl", "data", "countdown", "--n", "300",
@@ -136,6 +142,11 @@ def print_table(res: dict) -> None:
         f"{r[name]:>12.2f}x" if name else f"{'':>13}"
         for name in ("step_time", "generation_time", "optimisation_time", "step_cpu_time",
                      "generation_cpu_time", "optimisation_cpu_time", None, None, "peak_rss")))
+    c = res["sides"]["calibrl"]["median"]
+    if "score_s" in c and "optimizer_s" in c:
+        print(f"calibrl step, medians: sampling {c['gen_s'] - c['score_s']:.3f} s, scoring "
+              f"{c['score_s']:.3f} s, batch + forward/backward {c['train_s'] - c['optimizer_s']:.3f}"
+              f" s, clip + optimiser + scheduler {c['optimizer_s']:.3f} s")
     print(f"goal (calibrl faster per step, wall and CPU time) met: {res['goal_calibrl_faster']}")
 
 
@@ -146,9 +157,10 @@ def _rel(path: Path) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", type=Path, default=None,
-                   help="model directory (default: outputs/sft-measure/model, else random tiny)")
+                   help="model directory (default: outputs/demo/sft/model, else random tiny)")
     p.add_argument("--data", type=Path, default=None,
-                   help="train parquet (default: 300 generated 3-number Countdown problems)")
+                   help="train parquet (default: outputs/demo/data/rl.parquet with the demo's "
+                   "model, else 300 generated 3-number Countdown problems)")
     p.add_argument("--random-model", action="store_true",
                    help="use a random tiny model even when the warm-up model exists (it samples "
                    "to the length limit: a generation-heavy step)")
@@ -168,6 +180,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3,
                    help="calibrl, TRL, calibrl, TRL, ...: alternating rounds even out drift")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-shared-context", dest="shared_context", action="store_false",
+                   help="calibrl: run every row's context through the model (optim.shared_context "
+                   "off)")
     p.add_argument("--work-dir", type=Path, default=ROOT / "outputs" / "bench-train-step")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "train_step.json")
     args = p.parse_args()
@@ -175,12 +190,12 @@ def main() -> None:
     work = args.work_dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
     model_dir, model_note = prepare_model(args, work)
-    train_path = prepare_data(args, work)
+    train_path = prepare_data(args, work, model_dir)
     spec = Spec(model_dir=str(model_dir.resolve()), train_path=str(train_path.resolve()),
                 work_dir=str(work), prompts=args.prompts, group=args.group,
                 max_tokens=args.max_tokens, micro_batch=args.micro_batch, lr=args.lr,
                 precision=args.precision, threads=args.threads, warmup_steps=args.warmup_steps,
-                steps=args.steps, seed=args.seed)
+                steps=args.steps, seed=args.seed, shared_context=args.shared_context)
     print(f"model: {model_note}\n  {spec.model_dir}")
     results: dict[str, list[SideResult]] = {side: [] for side in SIDES}
     for i in range(args.rounds):

@@ -4,7 +4,9 @@
 
 The trainer times itself: `time/rollout_s` (sampling + rewards) and `time/train_s` (batch,
 log-probs, loss, backward, optimiser step) add up to `time/step_s`. CPU time is taken around
-`train_step` and around `Trainer._rollout`, the part `time/rollout_s` covers.
+`train_step` and around `Trainer._rollout`, the part `time/rollout_s` covers. For the breakdown,
+wall time is also taken around the scoring (`score_tree`, inside the rollout) and around
+gradient clipping + optimiser + scheduler step (inside `time/train_s`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 import torch
 from common import SideResult, Spec, StepTime, current_rss_mb, peak_rss_mb, versions
 
+import calibrl.training.trainer as trainer_module
 from calibrl.settings import TrainSettings, load_settings
 from calibrl.training.trainer import Trainer
 
@@ -36,6 +39,7 @@ def overrides(spec: Spec) -> list[str]:
         "algorithm.normalize_std=true",
         f"optim.lr={spec.lr}", "optim.scheduler=constant", "optim.warmup_steps=0",
         f"optim.total_steps={total}", f"optim.micro_batch_size={spec.micro_batch}",
+        f"optim.shared_context={str(spec.shared_context).lower()}",
         "optim.max_grad_norm=1.0", "optim.weight_decay=0.0",
         f"optim.mixed_precision={'bf16' if spec.precision == 'bf16' else 'no'}",
         f"logging.output_dir={spec.work_dir}", "logging.run_name=calibrl-side",
@@ -60,22 +64,45 @@ def time_rollouts(trainer: Trainer) -> list[float]:
     return cpu_times
 
 
+def time_calls(owner, name: str, times: list[float]) -> None:
+    """Replace `owner.name` with a wrapper that appends each call's wall time to `times`."""
+    fn = getattr(owner, name)
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        out = fn(*args, **kwargs)
+        times.append(time.perf_counter() - start)
+        return out
+
+    setattr(owner, name, timed)
+
+
 def main(spec_path: str, out_path: str) -> None:
     spec = Spec.load(spec_path)
     torch.set_num_threads(spec.threads)
     trainer = Trainer(load_settings(TrainSettings, None, overrides(spec)))
     gen_cpu = time_rollouts(trainer)
+    score_times: list[float] = []
+    optimizer_times: list[float] = []
+    time_calls(trainer_module, "score_tree", score_times)
+    time_calls(trainer.accelerator, "clip_grad_norm_", optimizer_times)
+    time_calls(trainer.optimizer, "step", optimizer_times)
+    time_calls(trainer.scheduler, "step", optimizer_times)
     result = SideResult(side="calibrl", warmup_steps=spec.warmup_steps,
                         rss_before_mb=current_rss_mb(),
                         versions=versions("torch", "transformers", "accelerate", "calibrl"))
     for _ in range(spec.warmup_steps + spec.steps):
         cpu = time.process_time()
+        score_times.clear()
+        optimizer_times.clear()
         m = trainer.train_step()
         cpu = time.process_time() - cpu
         tokens = round(m["answer/length_mean"] * m["answer/count"])
         result.steps.append(StepTime(step_s=m["time/step_s"], gen_s=m["time/rollout_s"],
                                      train_s=m["time/train_s"], gen_tokens=tokens,
-                                     step_cpu_s=cpu, gen_cpu_s=gen_cpu[-1]))
+                                     step_cpu_s=cpu, gen_cpu_s=gen_cpu[-1],
+                                     score_s=sum(score_times),
+                                     optimizer_s=sum(optimizer_times)))
     result.peak_rss_mb = peak_rss_mb()
     result.threads = torch.get_num_threads()
     result.save(out_path)

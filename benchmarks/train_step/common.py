@@ -33,6 +33,7 @@ class Spec:
     warmup_steps: int = 1
     steps: int = 5
     seed: int = 0
+    shared_context: bool = True  # calibrl: each distinct context encoded once (optim.shared_context)
 
     @property
     def rows(self) -> int:
@@ -59,6 +60,8 @@ class StepTime:
     gen_tokens: int
     step_cpu_s: float
     gen_cpu_s: float
+    score_s: float | None = None  # calibrl only: rewards + advantages' scores (inside gen_s)
+    optimizer_s: float | None = None  # calibrl only: clip + optimiser + scheduler (in train_s)
 
     @property
     def train_cpu_s(self) -> float:
@@ -94,6 +97,9 @@ class SideResult:
         med = {k: statistics.median(getattr(s, k) for s in steps)
                for k in ("step_s", "gen_s", "train_s", "step_cpu_s", "gen_cpu_s", "train_cpu_s",
                          "gen_tokens")}
+        for key in ("score_s", "optimizer_s"):
+            if all(getattr(s, key) is not None for s in steps):
+                med[key] = statistics.median(getattr(s, key) for s in steps)
         tokens = sum(s.gen_tokens for s in steps)
         return {**med, "tokens_per_row": tokens / (len(steps) * rows_per_step),
                 "gen_tokens_per_s": tokens / sum(s.gen_s for s in steps),

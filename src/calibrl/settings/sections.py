@@ -167,6 +167,13 @@ class OptimSection(Section):
     total_steps: int = Field(100, gt=0, description="Training steps (one rollout each).")
     micro_batch_size: int = Field(16, gt=0, description="Rows per forward/backward; gradients "
                                   "accumulate over a step's micro-batches.")
+    shared_context: bool = Field(False, description="Encode each distinct context (a prompt "
+                                 "shared by its G_a answers, a confidence context by its G_c "
+                                 "samples) once per micro-batch and run the responses on its "
+                                 "KV cache: the same log-probs up to float rounding, for less "
+                                 "compute. One process only, no gradient checkpointing (the "
+                                 "model runs twice per micro-batch). Off by default: float "
+                                 "rounding would change the demo's recorded numbers.")
     mixed_precision: Literal["no", "bf16", "fp16"] | None = Field(
         None, description="accelerate mixed precision; None: the launcher's (`accelerate launch "
         "--mixed_precision`, `accelerate config`; 'no' without a launcher). A value here wins "

@@ -147,6 +147,10 @@ class Trainer:
         check_launch(self.accelerator)
         if is_sharded(self.accelerator) and cfg.model.lora.r > 0:
             raise UserError("model.lora with FSDP or DeepSpeed is not supported; use DDP")
+        if cfg.optim.shared_context and (self.accelerator.num_processes > 1
+                                         or cfg.model.gradient_checkpointing):
+            raise UserError("optim.shared_context runs the model twice per micro-batch, which "
+                            "needs one process and no gradient checkpointing")
         # This process's share of a step's prompts; refused now if they do not divide evenly.
         self.shard = shard_bounds(cfg.rollout.prompts_per_step, self.accelerator.process_index,
                                   self.accelerator.num_processes)
@@ -311,7 +315,9 @@ class Trainer:
 
     def _old_logprobs(self, model: Any, micro: list) -> list[torch.Tensor]:
         with torch.no_grad(), self.accelerator.autocast():
-            return [token_logprobs(model, mb, self.cfg.rollout.temperature)[0] for mb in micro]
+            return [token_logprobs(model, mb, self.cfg.rollout.temperature,
+                                   shared_context=self.cfg.optim.shared_context)[0]
+                    for mb in micro]
 
     def _optimise(self, batch) -> dict[str, float]:
         """`ppo_epochs` passes over this process's rows of the global `batch`. A micro-batch's
@@ -335,7 +341,8 @@ class Trainer:
             for i, mb in enumerate(micro):
                 weight = micro_batch_weight(algo.loss_agg, mb.loss_mask, full_mask)
                 with self._sync_after(i == len(micro) - 1), self.accelerator.autocast():
-                    logp, entropy = token_logprobs(self.model, mb, temperature, with_entropy=True)
+                    logp, entropy = token_logprobs(self.model, mb, temperature, with_entropy=True,
+                                                   shared_context=self.cfg.optim.shared_context)
                     loss, metrics = policy_loss(
                         logp, logp.detach() if old is None else old[i], mb.advantages,
                         mb.loss_mask, clip_low=algo.clip_low, clip_high=algo.clip_high,

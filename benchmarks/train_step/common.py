@@ -60,7 +60,7 @@ class StepTime:
     gen_tokens: int
     step_cpu_s: float
     gen_cpu_s: float
-    score_s: float | None = None  # calibrl only: rewards + advantages' scores (inside gen_s)
+    score_s: float | None = None  # calibrl only: reward scoring, `score_tree` (inside gen_s)
     optimizer_s: float | None = None  # calibrl only: clip + optimiser + scheduler (in train_s)
 
     @property

@@ -49,29 +49,15 @@ def overrides(spec: Spec) -> list[str]:
     ]
 
 
-def time_rollouts(trainer: Trainer) -> list[float]:
-    """Wrap `trainer._rollout` to record its CPU time per call."""
-    cpu_times: list[float] = []
-    rollout = trainer._rollout
-
-    def timed():
-        start = time.process_time()
-        out = rollout()
-        cpu_times.append(time.process_time() - start)
-        return out
-
-    trainer._rollout = timed
-    return cpu_times
-
-
-def time_calls(owner, name: str, times: list[float]) -> None:
-    """Replace `owner.name` with a wrapper that appends each call's wall time to `times`."""
+def time_calls(owner, name: str, times: list[float], clock=time.perf_counter) -> None:
+    """Replace `owner.name` with a wrapper that appends each call's duration on `clock` to
+    `times`."""
     fn = getattr(owner, name)
 
     def timed(*args, **kwargs):
-        start = time.perf_counter()
+        start = clock()
         out = fn(*args, **kwargs)
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
         return out
 
     setattr(owner, name, timed)
@@ -81,7 +67,8 @@ def main(spec_path: str, out_path: str) -> None:
     spec = Spec.load(spec_path)
     torch.set_num_threads(spec.threads)
     trainer = Trainer(load_settings(TrainSettings, None, overrides(spec)))
-    gen_cpu = time_rollouts(trainer)
+    gen_cpu: list[float] = []
+    time_calls(trainer, "_rollout", gen_cpu, clock=time.process_time)
     score_times: list[float] = []
     optimizer_times: list[float] = []
     time_calls(trainer_module, "score_tree", score_times)

@@ -120,7 +120,7 @@ def extend(
     positions = next_pos[:, None] + offsets.to(device)  # padding slots get harmless positions
     out = model(input_ids=ids.to(device), attention_mask=full_mask, position_ids=positions,
                 past_key_values=cache, use_cache=True, logits_to_keep=1)
-    _zero_hidden_slots(cache, full_mask)
+    zero_hidden_slots(cache, full_mask)
     return out.logits[:, -1], full_mask
 
 
@@ -138,15 +138,17 @@ def decode_step(
     return out.logits[:, -1], mask
 
 
-def _zero_hidden_slots(cache: DynamicCache, mask: torch.Tensor) -> None:
-    """Zero the keys and values of padding slots.
+def zero_hidden_slots(cache: DynamicCache, mask: torch.Tensor) -> None:
+    """Zero the keys and values of padding slots (`mask [R, L]` == 0).
 
     A left-padding query sees no key at all; some attention kernels return NaN for such a row,
-    and a NaN value times a zero attention weight is still NaN. Zeroed slots are inert.
+    and a NaN value times a zero attention weight is still NaN. Zeroed slots are inert. The
+    layers get new tensors rather than being written in place, so a cache built with gradients
+    (`calibrl.training.policy`) keeps them.
     """
     hidden = (mask == 0)[:, None, :, None]  # [R, 1, L, 1]
     if not bool(hidden.any()):
         return
-    for layer in cache.layers:  # tensors this cache owns (its update concatenated them)
-        layer.keys.masked_fill_(hidden, 0)
-        layer.values.masked_fill_(hidden, 0)
+    for layer in cache.layers:
+        layer.keys = layer.keys.masked_fill(hidden, 0)
+        layer.values = layer.values.masked_fill(hidden, 0)

@@ -9,6 +9,7 @@ import torch
 from transformers import DynamicCache
 
 from calibrl.algo.batch import TrainBatch, gather_logprobs
+from calibrl.rollout.kv_cache import zero_hidden_slots
 
 
 def token_logprobs(model: Any, batch: TrainBatch, temperature: float = 1.0,
@@ -58,12 +59,7 @@ def response_logits_shared(model: Any, batch: TrainBatch) -> torch.Tensor:
     first_logits = ctx_out.logits[:, -1][inverse]  # predicts each row's first response token
     if num_resp == 1:
         return first_logits[:, None]
-    # Left padding: a padding query sees no key, which some kernels answer with NaN; a NaN value
-    # times a zero attention weight is still NaN, so padding slots are zeroed (out of place).
-    hidden = (ctx_mask[first] == 0)[:, None, :, None]  # [U, 1, P, 1]
-    for layer in cache.layers:
-        layer.keys = layer.keys.masked_fill(hidden, 0)
-        layer.values = layer.values.masked_fill(hidden, 0)
+    zero_hidden_slots(cache, ctx_mask[first])  # left padding must not turn into NaN
     cache.batch_select_indices(inverse)
     out = model(input_ids=batch.response_ids[:, :-1],
                 attention_mask=batch.attention_mask[:, :num_ctx + num_resp - 1],

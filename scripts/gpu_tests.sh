@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Run the GPU-only tests (HFEngine on CUDA, the vLLM engine) on a machine with an NVIDIA GPU.
+# Run the GPU-only tests on a machine with an NVIDIA GPU: HFEngine on CUDA, the vLLM engine
+# (generation, seeds, in-place weight updates), the probe through vLLM, `calibrl train` with vLLM
+# following the trained weights, and with 2+ GPUs a 2-GPU FSDP run (v1, full shard) checked
+# against one GPU and resumed from its shards (tests/training/test_gpu_scale.py).
 #
 #   scripts/gpu_tests.sh            # creates .venv-gpu, installs calibrl[dev,vllm], runs them
 #   VENV=/path/to/venv scripts/gpu_tests.sh -x -k vllm   # extra args go to pytest
@@ -23,5 +26,5 @@ assert torch.cuda.is_available(), "no CUDA device visible: the GPU tests would a
 print("torch", torch.__version__, "on", torch.cuda.get_device_name(0))
 PYEOF
 
-# -rs lists skips: on a GPU machine with vLLM installed there should be none.
-"$PY" -m pytest -q -rs -m gpu tests/rollout tests/probe "$@"
+# -rs lists skips: with vLLM and 2 GPUs there should be none (one GPU skips the FSDP test).
+"$PY" -m pytest -q -rs -m gpu tests/rollout tests/probe tests/training "$@"

@@ -7,6 +7,7 @@ import pytest
 from calibrl.cli.main import main
 from calibrl.data import TaskExample, write_examples
 from calibrl.errors import UserError
+from calibrl.evaluation.bootstrap import BOOTSTRAP_METRICS
 from calibrl.evaluation.run import evaluate
 from calibrl.models import create_tiny_model
 from calibrl.settings import EvalSection
@@ -45,6 +46,9 @@ def test_eval_writes_predictions_and_metrics(setup, mode):
     assert list(saved["by_group"]) == ["2 numbers", "3 numbers"]
     assert saved["by_group"]["2 numbers"]["count"] == 6
     assert (saved["aurc"] is None) == (mode == "rlvr")
+    # The default 1,000 bootstrap draws over the 5 problems: accuracy's interval for every mode.
+    assert set(saved["bootstrap"]) == ({"accuracy"} if mode == "rlvr" else set(BOOTSTRAP_METRICS))
+    assert saved["bootstrap"]["accuracy"]["draws"] == 1000
 
 
 def test_eval_cli_prints_group_table(setup, capsys):
@@ -55,6 +59,7 @@ def test_eval_cli_prints_group_table(setup, capsys):
     printed = capsys.readouterr().out
     assert "| AURC ↓ |" in printed and "| run | group |" in printed
     assert "| out-cli | 3 numbers | 2 |" in printed
+    assert "Bootstrap over the evaluated problems" in printed and "| out-cli | ± " in printed
 
 
 def test_eval_settings_errors():

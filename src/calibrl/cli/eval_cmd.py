@@ -37,11 +37,12 @@ def evaluate(
     max_confidence_tokens: int = EVAL.option("max_confidence_tokens"),
     batch_prompts: int = EVAL.option("batch_prompts"),
     seed: int = EVAL.option("seed"),
+    bootstrap: int = EVAL.option("bootstrap"),
     name: str = EVAL.option("name"),
     confidence_question: str = EVAL.option("confidence_question"),
 ) -> None:
     """Generate, verify and score calibration: accuracy, ECE, Brier, AUROC, AURC and figures."""
-    from calibrl.evaluation.compare import group_table, metrics_table
+    from calibrl.evaluation.compare import group_table, interval_table, metrics_table
     from calibrl.evaluation.run import evaluate as run
 
     settings = EVAL.load(ctx)
@@ -51,9 +52,9 @@ def evaluate(
     metrics = run(settings.model, settings.data, out_dir, settings, name=settings.name)
     row = {**metrics, "name": settings.name or out_dir.name, "mode": settings.mode}
     typer.echo(metrics_table([row]))
-    by_group = group_table([row])
-    if by_group is not None:
-        typer.echo(by_group)
+    for extra in (group_table([row]), interval_table([row])):
+        if extra is not None:
+            typer.echo(extra)
     typer.echo(f"wrote {out_dir.resolve()}")
 
 

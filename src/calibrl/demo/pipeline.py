@@ -169,12 +169,14 @@ def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
 
 
 def results_text(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """The before/after table, overall and per difficulty, as the console shows it."""
+    """The before/after table, overall and per difficulty, and how precise each metric is (a
+    bootstrap over the test problems), as the console shows it."""
     from calibrl.demo.report import before_after_rows
-    from calibrl.evaluation.compare import group_table, metrics_table
+    from calibrl.evaluation.compare import group_table, interval_table, metrics_table
 
     rows = before_after_rows(before, after)
-    return metrics_table(rows) + "\n" + (group_table(rows) or "")
+    return "\n".join(t for t in (metrics_table(rows), group_table(rows), interval_table(rows))
+                     if t is not None)
 
 
 def run_demo(settings: DemoSettings) -> Path:

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from calibrl.evaluation.compare import (
     group_table,
+    interval_table,
     metrics_table,
     plot_compare,
     plot_risk_coverage_compare,
@@ -100,6 +101,9 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
     by_group = group_table(rows)
     if by_group is not None:
         parts += ["\n### Per difficulty\n", by_group]
+    intervals = interval_table(rows)
+    if intervals is not None:
+        parts += ["\n### How precise these numbers are\n", intervals]
     evals = [out_dir / "eval-before", out_dir / "eval-after"]
     reliability = plot_compare(evals, out_dir / "reliability_before_after.png")
     if reliability is not None:

@@ -79,6 +79,27 @@ def group_table(rows: Sequence[dict[str, Any]]) -> str | None:
     return _table(["run", "group"], GROUP_COLUMNS, grouped) if grouped else None
 
 
+def interval_table(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Markdown table of each run's "bootstrap" (`calibrl.evaluation.bootstrap`): the standard
+    error and percentile interval of every metric; None when no run has one."""
+    with_intervals = [r for r in rows if r.get("bootstrap")]
+    if not with_intervals:
+        return None
+    keys = [c for c in GROUP_COLUMNS if c[0] != "count"]
+    level = with_intervals[0].get("bootstrap_level", 0.95)
+    lines = ["| run | " + " | ".join(title for _, title, _ in keys) + " |",
+             "|---|" + "|".join([":---:"] * len(keys)) + "|"]
+    for row in with_intervals:
+        cells = []
+        for key, _, _ in keys:
+            interval = row["bootstrap"].get(key)
+            cells.append(NOT_APPLICABLE if interval is None else
+                         f"± {interval['se']:.3f} ({interval['low']:.3f}–{interval['high']:.3f})")
+        lines.append(f"| {_text(row['name'])} | " + " | ".join(cells) + " |")
+    return (f"Bootstrap over the evaluated problems: standard error ({level:.0%} interval)\n\n"
+            + "\n".join(lines) + "\n")
+
+
 def _unique(label: str, taken: dict[str, Any]) -> str:
     while label in taken:  # two runs with one name must both stay visible
         label += "'"
@@ -112,7 +133,8 @@ def plot_risk_coverage_compare(run_dirs: Sequence[str | Path], out_path: str | P
 
 def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None = None,
                  risk_coverage_path: str | Path | None = None) -> str:
-    """Markdown table of the runs' metrics, then the per-group table when any run has groups.
+    """Markdown table of the runs' metrics, then the per-group table when any run has groups
+    and the bootstrap intervals when any run has them.
 
     Also writes the overlaid reliability plot if `plot_path` and the overlaid risk-coverage
     plot if `risk_coverage_path`. Raises `UserError` naming the file when a run's
@@ -123,10 +145,8 @@ def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None
             check_figure_path(path, option)
     dirs = _check_dirs(run_dirs)
     rows = [load_metrics(d) for d in dirs]
-    tables = [metrics_table(rows)]
-    by_group = group_table(rows)
-    if by_group is not None:
-        tables.append(by_group)
+    tables = [t for t in (metrics_table(rows), group_table(rows), interval_table(rows))
+              if t is not None]
     if plot_path is not None:
         plot_compare(dirs, plot_path)
     if risk_coverage_path is not None:

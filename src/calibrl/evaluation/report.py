@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from calibrl.errors import UserError
+from calibrl.evaluation.bootstrap import bootstrap_intervals
 from calibrl.evaluation.metrics import (
     DEFAULT_N_BINS,
     METRIC_KEYS,
@@ -97,11 +98,15 @@ def write_evaluation(
     with_confidence: bool,
     n_bins: int = DEFAULT_N_BINS,
     unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
+    clusters: Sequence[Any] | None = None,
+    bootstrap: int = 0,
 ) -> dict[str, Any]:
     """Summarise `records` and write every file above; returns the metrics as saved.
 
     "by_group" is added only when some record has a `group`, so runs without difficulty labels
-    keep the metrics.json they always had.
+    keep the metrics.json they always had. With `clusters` (each record's problem) and
+    `bootstrap` > 0 draws, "bootstrap" holds each metric's standard error and 95 % interval
+    (`calibrl.evaluation.bootstrap`; accuracy alone for a mode without confidences).
     """
     records = list(records)
     options = dict(with_confidence=with_confidence, n_bins=n_bins,
@@ -112,8 +117,13 @@ def write_evaluation(
     run_dir = Path(run_dir)
     bins: list[ReliabilityBin] = []
     curve = None
+    # Without confidences every one reads as unparsable (0.0): only accuracy's interval is kept.
+    conf, correct, parsable = calibration_arrays(records, unparsable_confidence)
+    if clusters is not None and bootstrap > 0:
+        intervals = bootstrap_intervals(conf, correct, clusters, draws=bootstrap, n_bins=n_bins)
+        metrics["bootstrap"] = intervals if with_confidence else {
+            "accuracy": intervals["accuracy"]}
     if with_confidence:
-        conf, correct, parsable = calibration_arrays(records, unparsable_confidence)
         bins = reliability_bins(conf, correct, n_bins)
         plot_reliability(bins, run_dir / RELIABILITY_PLOT, title=f"Reliability: {name}")
         note = f"\n{int((~parsable).sum())} unparsable scored as {unparsable_confidence:g}"
@@ -159,7 +169,22 @@ def load_metrics(run_dir: str | Path) -> dict[str, Any]:
             if not isinstance(group, dict):
                 raise UserError(f"{path}: group {label!r} must be an object")
             _check_metric_values(group, path, where=f"group {label!r}: ")
+    _check_bootstrap(data.get("bootstrap"), path)
     return data
+
+
+def _check_bootstrap(intervals: Any, path: Path) -> None:
+    if intervals is None:
+        return
+    if not isinstance(intervals, dict):
+        raise UserError(f"{path}: 'bootstrap' must be an object")
+    for key, interval in intervals.items():
+        if interval is None:
+            continue
+        if not (isinstance(interval, dict)
+                and all(_is_number(interval.get(k)) for k in ("se", "low", "high"))):
+            raise UserError(f"{path}: bootstrap {key!r} must be null or an object with numbers "
+                            "'se', 'low' and 'high'")
 
 
 def _check_metric_values(data: dict[str, Any], path: Path, where: str = "") -> None:

@@ -118,5 +118,7 @@ def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
         (tmp / PREDICTIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows),
                                             encoding="utf-8")
         metrics = write_evaluation(tmp, records, name=name or out.name, mode=settings.mode,
-                                   with_confidence=get_mode(settings.mode).states_confidence)
+                                   with_confidence=get_mode(settings.mode).states_confidence,
+                                   clusters=[row["index"] for row in rows],
+                                   bootstrap=settings.bootstrap)
     return metrics

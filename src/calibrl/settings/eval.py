@@ -21,6 +21,10 @@ class EvalSection(ConfidenceSampling):
                                      "only (None: all).")
     batch_prompts: int = Field(64, gt=0, description="Prompts sampled together.")
     seed: Seed = Field(0, description="Sampling seed.")
+    bootstrap: int = Field(1000, ge=0, description="Bootstrap draws over the evaluated "
+                           "problems (all answers of a problem drawn together): the standard "
+                           "error and 95 % interval of accuracy, ECE, Brier, AUROC and AURC, "
+                           "printed and saved in metrics.json as 'bootstrap'; 0: none.")
 
     _known_mode = field_validator("mode")(known_mode)
 

@@ -24,6 +24,7 @@ from calibrl.evaluation.metrics import (
 )
 
 BOOTSTRAP_METRICS = ("accuracy", "ece", "brier", "auroc", "aurc")
+LEVEL = 0.95  # the interval every evaluation saves
 
 
 def _metrics(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, float | None]:
@@ -35,7 +36,7 @@ def _metrics(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, fl
 
 def bootstrap_intervals(
     confidences: Any, correct: Any, clusters: Any, *, draws: int = 1000, seed: int = 0,
-    level: float = 0.95, n_bins: int = DEFAULT_N_BINS,
+    level: float = LEVEL, n_bins: int = DEFAULT_N_BINS,
 ) -> dict[str, dict[str, float] | None]:
     """Standard error and percentile interval of each of `BOOTSTRAP_METRICS`.
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from calibrl.errors import UserError
+from calibrl.evaluation.bootstrap import LEVEL
 from calibrl.evaluation.plots import plot_reliability_overlay, plot_risk_coverage
 from calibrl.evaluation.report import load_bins, load_metrics, load_risk_coverage
 from calibrl.utils.plotting import check_figure_path
@@ -86,7 +87,6 @@ def interval_table(rows: Sequence[dict[str, Any]]) -> str | None:
     if not with_intervals:
         return None
     keys = [c for c in GROUP_COLUMNS if c[0] != "count"]
-    level = with_intervals[0].get("bootstrap_level", 0.95)
     lines = ["| run | " + " | ".join(title for _, title, _ in keys) + " |",
              "|---|" + "|".join([":---:"] * len(keys)) + "|"]
     for row in with_intervals:
@@ -96,7 +96,7 @@ def interval_table(rows: Sequence[dict[str, Any]]) -> str | None:
             cells.append(NOT_APPLICABLE if interval is None else
                          f"± {interval['se']:.3f} ({interval['low']:.3f}–{interval['high']:.3f})")
         lines.append(f"| {_text(row['name'])} | " + " | ".join(cells) + " |")
-    return (f"Bootstrap over the evaluated problems: standard error ({level:.0%} interval)\n\n"
+    return (f"Bootstrap over the evaluated problems: standard error ({LEVEL:.0%} interval)\n\n"
             + "\n".join(lines) + "\n")
 
 

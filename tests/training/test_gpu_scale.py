@@ -5,9 +5,7 @@ is installed), which must make the update of one GPU on the same global batch an
 their sharded checkpoints. Each skips cleanly without what it needs."""
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,12 +14,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from calibrl.data import TaskExample, write_examples
-from calibrl.models import create_tiny_model
 from calibrl.rollout.engine import SamplingParams
 from calibrl.settings import TrainSettings, load_settings
+from rollout.test_gpu import teacher_forced  # the CUDA engine tests' reference log-probs
+from training.coin_runs import checkout_env, coin_run, free_port, run_settings
 
-TESTS = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("sharded_gpu_run.py")
 
 pytestmark = pytest.mark.gpu
@@ -32,31 +29,8 @@ def _gpus(n: int) -> None:
         pytest.skip(f"needs {n} CUDA device(s)")
 
 
-def _setup(tmp_path: Path, hidden: int = 32) -> tuple[Path, Path]:
-    from training.coin_task import COIN
-
-    model = create_tiny_model(tmp_path / "model", hidden_size=hidden, num_layers=2, num_heads=2)
-    gts = [{"target": t, "numbers": [1, 2, t]} for t in range(3, 11)]
-    train = write_examples(tmp_path / "train.parquet", [
-        TaskExample(COIN.name, COIN.make_prompt(gt), gt, i, "train") for i, gt in enumerate(gts)])
-    return model, train
-
-
-def _settings(model: Path, train: Path, out: Path, *extra: str) -> list[str]:
-    return [f"model.path={model}", f"data.train_path={train}", f"logging.output_dir={out}",
-            "logging.run_name=run", "logging.tensorboard=false", "optim.total_steps=3",
-            "optim.lr=1e-3", "optim.scheduler=constant", "optim.micro_batch_size=5",
-            "optim.mixed_precision=no", "rollout.prompts_per_step=4",
-            "rollout.num_generations_answer=2", "rollout.num_generations_confidence=2",
-            "rollout.max_answer_tokens=12", "rollout.max_confidence_tokens=6",
-            "checkpoint.every=100", *extra]
-
-
-def teacher_forced(model, context: list[int], tokens: list[int]) -> torch.Tensor:
-    ids = torch.tensor([context + tokens], device=next(model.parameters()).device)
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(context) - 1:-1].float()
-    return torch.log_softmax(logits, -1)[torch.arange(len(tokens)), torch.tensor(tokens)].cpu()
+def gpu_settings(model: Path, train: Path, out: Path, *extra: str) -> list[str]:
+    return run_settings(model, train, out, "optim.lr=1e-3", "optim.mixed_precision=no", *extra)
 
 
 def test_vllm_engine_follows_the_trained_weights(tmp_path):
@@ -66,8 +40,9 @@ def test_vllm_engine_follows_the_trained_weights(tmp_path):
     from calibrl.models.loading import load_policy
     from calibrl.training.trainer import Trainer
 
-    model_dir, train = _setup(tmp_path, hidden=128)  # head_dim 64: every vLLM backend has it
-    cfg = load_settings(TrainSettings, None, _settings(
+    # head_dim 64: a size every vLLM attention backend supports.
+    model_dir, train = coin_run(tmp_path, hidden=128, layers=2)
+    cfg = load_settings(TrainSettings, None, gpu_settings(
         model_dir, train, tmp_path / "runs", "rollout.engine=vllm", "model.dtype=bfloat16",
         "rollout.vllm_gpu_memory_utilization=0.2", "optim.total_steps=2", "optim.lr=1e-2"))
     trainer = Trainer(cfg)
@@ -87,12 +62,6 @@ def test_vllm_engine_follows_the_trained_weights(tmp_path):
     assert to_initial > 3 * to_trained, "the weights did not move, or vLLM kept the initial ones"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 FSDP = ["--use_fsdp", "--fsdp_version", "1", "--fsdp_sharding_strategy", "FULL_SHARD",
         "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
         "--fsdp_transformer_layer_cls_to_wrap", "LlamaDecoderLayer",
@@ -104,13 +73,10 @@ SHARDINGS = {"fsdp": (FSDP, "FSDP", None), "zero3": (ZERO3, "DEEPSPEED", "deepsp
 def _launch(out: Path, settings: list[str], processes: int, *launcher: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent / "src"), str(TESTS),
-                                         *filter(None, [os.environ.get("PYTHONPATH")])])
     subprocess.run([accelerate, "launch", "--num_processes", str(processes), "--num_machines",
                     "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                    "--main_process_port", str(_free_port()), *launcher, str(SCRIPT), str(out),
-                    *settings], check=True, env=env)
+                    "--main_process_port", str(free_port()), *launcher, str(SCRIPT), str(out),
+                    *settings], check=True, env=checkout_env())
 
 
 def _final(out: Path) -> dict[str, torch.Tensor]:
@@ -131,12 +97,12 @@ def test_two_gpus_sharded_match_one_gpu_and_resume_from_their_shards(tmp_path, s
     launcher, kind, package = SHARDINGS[sharding]
     if package:
         pytest.importorskip(package)
-    model, train = _setup(tmp_path)
+    model, train = coin_run(tmp_path, layers=2)
     start = load_file(str(model / "model.safetensors"))
     one, two = tmp_path / "one", tmp_path / "two"
     longer = ["optim.total_steps=4", "checkpoint.every=2"]
-    _launch(one, _settings(model, train, one, *longer), 1)
-    _launch(two, _settings(model, train, two, *longer), 2, *launcher)
+    _launch(one, gpu_settings(model, train, one, *longer), 1)
+    _launch(two, gpu_settings(model, train, two, *longer), 2, *launcher)
 
     infos = [json.loads((two / f"rank{r}.json").read_text()) for r in (0, 1)]
     total = sum(t.numel() for t in start.values())
@@ -157,5 +123,5 @@ def test_two_gpus_sharded_match_one_gpu_and_resume_from_their_shards(tmp_path, s
     assert (two / "run/checkpoint-000002/accelerate").is_dir()
     shutil.rmtree(two / "run/checkpoint-000004")
     shutil.rmtree(two / "run/final-model")
-    _launch(two, _settings(model, train, two, *longer, "checkpoint.resume=auto"), 2, *launcher)
+    _launch(two, gpu_settings(model, train, two, *longer, "checkpoint.resume=auto"), 2, *launcher)
     assert _relative_gap(_final(two), sharded, start) < 1e-3

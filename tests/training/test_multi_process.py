@@ -5,9 +5,7 @@ the uninterrupted run's weights; the launcher's mixed precision is used unless t
 one; under FSDP (2 CPU ranks, full shard) the generation copy receives the whole weights."""
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,49 +13,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from calibrl.data import TaskExample, write_examples
 from calibrl.models import create_tiny_model
+from training.coin_runs import checkout_env, coin_run, free_port, run_settings
 
-TESTS = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).with_name("multi_process_run.py")
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _setup(tmp_path: Path) -> tuple[Path, Path]:
-    from training.coin_task import COIN
-
-    model = create_tiny_model(tmp_path / "model", hidden_size=32, num_layers=1, num_heads=2)
-    gts = [{"target": t, "numbers": [1, 2, t]} for t in range(3, 11)]
-    train = write_examples(tmp_path / "train.parquet", [
-        TaskExample(COIN.name, COIN.make_prompt(gt), gt, i, "train") for i, gt in enumerate(gts)])
-    return model, train
-
-
-def _settings(model: Path, train: Path, out: Path, *extra: str) -> list[str]:
-    # micro_batch_size 5 < rows per process: several backward passes accumulate (no_sync).
-    return [f"model.path={model}", f"data.train_path={train}", f"logging.output_dir={out}",
-            "logging.run_name=run", "logging.tensorboard=false", "optim.total_steps=3",
-            "optim.lr=1e-2", "optim.scheduler=constant", "optim.micro_batch_size=5",
-            "rollout.prompts_per_step=4", "rollout.num_generations_answer=2",
-            "rollout.num_generations_confidence=2", "rollout.max_answer_tokens=12",
-            "rollout.max_confidence_tokens=6", "checkpoint.every=100", *extra]
-
-
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCELERATE_")}
-    # src too: the launched ranks must import this checkout's calibrl, installed or not.
-    path = os.pathsep.join([str(TESTS.parent / "src"), str(TESTS),
-                            *filter(None, [os.environ.get("PYTHONPATH")])])
     # CPU ranks and a CPU single process, also on a machine with a GPU.
-    return {**env, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "",
-            **extra}
+    return checkout_env(OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES="", **extra)
 
 
 def _run_one(out: Path, settings: list[str], **env: str) -> None:
@@ -73,7 +39,7 @@ def _run_two(out: Path, settings: list[str], check: bool = True, **env: str) -> 
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     subprocess.run([accelerate, "launch", "--multi_gpu", "--num_processes", "2",
                     "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                    "--main_process_port", str(_free_port()), str(SCRIPT), str(out), *settings],
+                    "--main_process_port", str(free_port()), str(SCRIPT), str(out), *settings],
                    check=check, env=_env(ACCELERATE_USE_CPU="1", **env))
 
 
@@ -90,10 +56,10 @@ VARIANTS = {"token_mean": [], "seq_mean_batch_std_2_passes": [
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_two_ranks_train_as_one_process_on_the_same_global_batch(tmp_path, variant):
-    model, train = _setup(tmp_path)
+    model, train = coin_run(tmp_path)
     one, two = tmp_path / "one", tmp_path / "two"
-    _run_one(one, _settings(model, train, one, *VARIANTS[variant]))
-    _run_two(two, _settings(model, train, two, *VARIANTS[variant]))
+    _run_one(one, run_settings(model, train, one, *VARIANTS[variant]))
+    _run_two(two, run_settings(model, train, two, *VARIANTS[variant]))
     passes = 2 if VARIANTS[variant] else 1
 
     infos = [json.loads((two / f"rank{r}.json").read_text()) for r in (0, 1)]
@@ -123,14 +89,14 @@ def test_two_ranks_train_as_one_process_on_the_same_global_batch(tmp_path, varia
 
 
 def test_two_ranks_resume_from_their_checkpoint_to_the_same_weights(tmp_path):
-    model, train = _setup(tmp_path)
+    model, train = coin_run(tmp_path)
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     longer = ["optim.total_steps=4", "checkpoint.every=2"]
-    _run_two(straight, _settings(model, train, straight, *longer))
-    _run_two(killed, _settings(model, train, killed, *longer), check=False, DIE_AT_STEP="4")
+    _run_two(straight, run_settings(model, train, straight, *longer))
+    _run_two(killed, run_settings(model, train, killed, *longer), check=False, DIE_AT_STEP="4")
     assert not (killed / "run/final-model").exists()
     assert (killed / "run/checkpoint-000002/accelerate").is_dir()  # every process's state
-    _run_two(killed, _settings(model, train, killed, *longer, "checkpoint.resume=auto"))
+    _run_two(killed, run_settings(model, train, killed, *longer, "checkpoint.resume=auto"))
     for rank in (0, 1):
         expected, got = (torch.load(d / f"rank{rank}.pt") for d in (straight, killed))
         for key in expected:
@@ -138,12 +104,12 @@ def test_two_ranks_resume_from_their_checkpoint_to_the_same_weights(tmp_path):
 
 
 def test_the_launchers_mixed_precision_is_used_unless_the_config_names_one(tmp_path):
-    model, train = _setup(tmp_path)
+    model, train = coin_run(tmp_path)
     short = ["optim.total_steps=1", "rollout.prompts_per_step=2"]
     launcher, config = tmp_path / "launcher", tmp_path / "config"
-    _run_one(launcher, _settings(model, train, launcher, *short),
+    _run_one(launcher, run_settings(model, train, launcher, *short),
              ACCELERATE_MIXED_PRECISION="bf16")
-    _run_one(config, _settings(model, train, config, *short, "optim.mixed_precision=no"),
+    _run_one(config, run_settings(model, train, config, *short, "optim.mixed_precision=no"),
              ACCELERATE_MIXED_PRECISION="bf16")
     assert json.loads((launcher / "rank0.json").read_text())["mixed_precision"] == "bf16"
     assert json.loads((config / "rank0.json").read_text())["mixed_precision"] == "no"
@@ -151,7 +117,7 @@ def test_the_launchers_mixed_precision_is_used_unless_the_config_names_one(tmp_p
 
 def test_fsdp_shards_refresh_the_whole_generation_copy(tmp_path):
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
-    subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", str(_free_port()),
+    subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", str(free_port()),
                     str(Path(__file__).with_name("fsdp_copy_run.py")), str(tmp_path)],
                    check=True, env=_env())
     assert (tmp_path / "ok").is_file()

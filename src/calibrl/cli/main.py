@@ -8,6 +8,7 @@ wherever a writer meets it.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -25,7 +26,10 @@ app = typer.Typer(
 )
 
 
+@functools.cache
 def _register() -> None:
+    # Once per process: typer appends on every registration, so a second call would build a
+    # second copy of the command tree (and every later in-process `main` call a slower one).
     # Imported here so `calibrl --help` stays fast and a broken optional part names itself.
     from calibrl.cli import (
         data_cmd,

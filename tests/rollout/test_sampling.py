@@ -133,3 +133,44 @@ def test_broken_logits_never_give_nan():
         assert bool(torch.isfinite(lp).all())
         assert tokens[0].item() == 2  # +inf wins; NaN never sampled over a real token
         assert bool(((tokens >= 0) & (tokens < 4)).all())
+
+
+def test_uniforms_do_not_degenerate_when_seed_equals_context():
+    # seed == context once zeroed the state: every such row drew u = 1.8e-12 at step 0 and
+    # followed one fixed stream whatever the seed.
+    seeds = [0, 1, 3, 15, 999, 2**31 - 1]
+    first = [uniforms(s, torch.tensor([s]), torch.tensor([0]), 0).item() for s in seeds]
+    assert len(set(first)) == len(seeds)
+    assert min(first) > 1e-6
+    streams = [[uniforms(s, torch.tensor([s]), torch.tensor([0]), t).item() for t in range(8)]
+               for s in seeds]
+    assert len({tuple(x) for x in streams}) == len(seeds)
+
+
+def test_uniforms_are_not_symmetric_in_their_keys():
+    a = torch.arange(1, 201)  # even length: no row keeps its pair when flipped
+    zero = torch.zeros_like(a)
+    for s in (5, 9, 123):
+        swapped = uniforms(s, torch.full_like(a, 9), zero, 3) != uniforms(9, torch.full_like(a, s),
+                                                                          zero, 3)
+        assert bool(swapped.all()) or s == 9
+    # context and sample swapped, seed and step fixed: other draws
+    assert bool((uniforms(7, a, a.flip(0), 2) != uniforms(7, a.flip(0), a, 2)).all())
+
+
+def test_uniforms_are_uniform_and_distinct_over_many_cells():
+    # every (seed, context, sample, step) cell of a grid, including seed == context
+    grid = torch.cartesian_prod(torch.arange(40), torch.arange(40), torch.arange(8))  # [12800, 3]
+    seeds_ctx, ctx, smp = grid[:, 0], grid[:, 1], grid[:, 2]
+    u = torch.cat([torch.cat([uniforms(int(s), ctx[seeds_ctx == s], smp[seeds_ctx == s], t)
+                              for s in range(40)]) for t in range(4)])  # 51200 cells
+    assert len(set(u.tolist())) == u.numel()
+    counts = torch.histc(u.float(), bins=20, min=0, max=1)
+    expected = u.numel() / 20
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 43.8  # p = 0.001 for 19 degrees of freedom
+    assert float(u.min()) > 1e-7  # 51,200 draws: a uniform minimum below 1e-7 has p < 0.006
+    # consecutive steps of one stream are uncorrelated
+    per_step = u.view(4, -1)
+    r = torch.corrcoef(per_step)[0, 1:]
+    assert bool((r.abs() < 0.03).all())

@@ -19,6 +19,9 @@ import torch
 
 _M32 = 0xFFFFFFFF
 _MUL_A, _MUL_B = 0x7FEB352D, 0x846CA68B  # lowbias32 constants (Wellons' hash prospector)
+# One constant per stage of `uniforms` (hex digits of pi): a key that equals the state it is
+# mixed into gives a hashed constant, not the hash's fixed point 0.
+_STAGE = (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344, 0xA4093822)
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
@@ -71,12 +74,16 @@ def uniforms(seed: int, context: torch.Tensor, sample: torch.Tensor, step: int) 
         sample: `[B]` int64, the index of each row among its context's samples.
     Returns:
         `[B]` float64 with 53 random bits.
+
+    Each key enters the state at its own stage with its own odd constant, so equal keys do not
+    cancel (`seed == context` once zeroed the state, and `mix32(0) == 0` fixed it for every
+    seed) and swapped keys give another stream.
     """
-    h = mix32(torch.full_like(context, seed & _M32))
-    h = mix32(h ^ mix32(context))
-    h = mix32(h ^ mix32(sample))
-    h = mix32(h ^ (step & _M32))
-    h2 = mix32(h ^ 0x9E3779B9)
+    h = mix32(torch.full_like(context, (seed & _M32) ^ _STAGE[0]))
+    h = mix32(h ^ ((context & _M32) + _STAGE[1]))
+    h = mix32(h ^ ((sample & _M32) + _STAGE[2]))
+    h = mix32(h ^ (((step & _M32) + _STAGE[3]) & _M32))
+    h2 = mix32(h ^ _STAGE[4])
     bits = (h << 21) | (h2 >> 11)  # 32 + 21 = 53 bits
     return bits.to(torch.float64) / float(2**53)
 

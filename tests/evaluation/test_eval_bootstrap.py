@@ -20,6 +20,7 @@ from calibrl.evaluation.metrics import (
     expected_calibration_error,
 )
 from calibrl.evaluation.report import load_metrics, write_evaluation
+from evaluation.slow_references import pairwise_within_group_auroc
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -31,19 +32,21 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
 
 
-def _reference(conf, correct, clusters, draws, seed, level):
+def _reference(conf, correct, clusters, groups, draws, seed, level):
     problems = sorted(set(clusters))
     rng = np.random.default_rng(seed)
     values = {name: [] for name in BOOTSTRAP_METRICS}
     for _ in range(draws):
-        c, y = [], []
+        c, y, g = [], [], []
         for k in rng.integers(0, len(problems), size=len(problems)):
             for i in range(len(conf)):
                 if clusters[i] == problems[k]:
                     c.append(conf[i])
                     y.append(correct[i])
+                    g.append(groups[i])
         scores = {"accuracy": sum(y) / len(y), "ece": expected_calibration_error(c, y),
-                  "brier": brier_score(c, y), "auroc": auroc(c, y), "aurc": aurc(c, y)}
+                  "brier": brier_score(c, y), "auroc": auroc(c, y), "aurc": aurc(c, y),
+                  "within_group_auroc": pairwise_within_group_auroc(c, y, g)}
         for name, value in scores.items():
             if value is not None:
                 values[name].append(value)
@@ -60,10 +63,12 @@ def _reference(conf, correct, clusters, draws, seed, level):
 def test_matches_the_reference_loop():
     rng = np.random.default_rng(3)
     clusters = [f"p{i // 3}" for i in range(60)]  # 20 problems, 3 answers each
+    groups = [f"{2 + (i // 3) % 3} numbers" for i in range(60)]  # a problem's answers share one
     conf = np.round(rng.uniform(0, 1, 60), 1).tolist()
     correct = (rng.uniform(0, 1, 60) < np.array(conf)).tolist()
-    got = bootstrap_intervals(conf, correct, clusters, draws=200, seed=5, level=0.9)
-    want = _reference(conf, correct, clusters, draws=200, seed=5, level=0.9)
+    got = bootstrap_intervals(conf, correct, clusters, groups=groups, draws=200, seed=5,
+                              level=0.9)
+    want = _reference(conf, correct, clusters, groups, draws=200, seed=5, level=0.9)
     assert set(got) == set(BOOTSTRAP_METRICS)
     for name in BOOTSTRAP_METRICS:
         assert got[name]["draws"] == want[name]["draws"], name

@@ -79,10 +79,11 @@ def test_table_contains_the_numbers(two_runs):
     assert len(lines) == 4 and lines[1].startswith("|---|---|---:")
     # Hand-computed in test_eval_metrics: ECE .175, Brier .0525, AUROC 1, AURC 5/24,
     # mean conf .425.
+    # No groups: within-group AUROC is n/a.
     assert lines[2].startswith("| rlcr-2turn | two_turn | 4 | 0.5000 | 0.1750 | 0.0525 | 1.0000 "
-                               "| 0.2083 |")
+                               "| n/a | 0.2083 |")
     assert "| 0.4250 | 0.2500 | 0.2500 | 25.0 | 5.0 |" in lines[2]
-    assert lines[3] == ("| rlvr | rlvr | 3 | 0.6667 | n/a | n/a | n/a | n/a | n/a | n/a "
+    assert lines[3] == ("| rlvr | rlvr | 3 | 0.6667 | n/a | n/a | n/a | n/a | n/a | n/a | n/a "
                         "| 0.0000 | 12.0 | n/a |")
 
 
@@ -126,11 +127,21 @@ def test_by_group_in_metrics_json_and_tables(two_runs, tmp_path):
     assert data == saved
     assert list(data["by_group"]) == ["2 numbers", "3 numbers", "10 numbers"]
     assert data["by_group"] == summarize_by_group(GROUPED)
-    assert {k: v for k, v in data.items() if k not in ("name", "mode", "by_group")} \
-        == summarize(GROUPED)
+    new = ("name", "mode", "by_group", "within_group_auroc", "baselines")
+    assert {k: v for k, v in data.items() if k not in new} == summarize(GROUPED)
+    # AUROC 1 in "2 numbers", 0 in "3 numbers", undefined in "10 numbers": (2 * 1 + 2 * 0) / 4.
+    assert data["within_group_auroc"] == 0.5
+    # Each answer its own problem, so each is scored with the others' group accuracy:
+    # "10 numbers" has no other answer and gets the others' accuracy (.5); in the two pairs each
+    # answer gets its partner's outcome: [.5, 1, 0, 1, 0] against [1, 0, 1, 0, 1].
+    table = data["baselines"]["difficulty_table"]
+    assert table["brier"] == pytest.approx((0.25 + 4) / 5) and table["auroc"] == 0.0
+    assert data["baselines"]["answer_likelihood"] is None  # the records carry none
     out = compare_runs([two_runs[0], tmp_path / "g"])
-    main, groups = out.split("\n\n")
+    main, groups, _fit, baselines = out.split("\n\n")
     assert len(main.strip().splitlines()) == 4
+    assert "| g | difficulty table | 0.9000 | 0.8500 | 0.0000 | n/a | 0.6933 |" in baselines
+    assert "| g | stated confidence |" in baselines
     lines = groups.strip().splitlines()
     assert lines[0] == "| run | group | n | accuracy ↑ | ECE ↓ | Brier ↓ | AUROC ↑ | AURC ↓ |"
     assert [line.split(" | ")[1] for line in lines[2:]] == ["2 numbers", "3 numbers",
@@ -146,7 +157,7 @@ def test_metrics_json_from_before_aurc_still_loads(tmp_path):
     old = {k: v for k, v in summarize(RLCR_RECORDS).items() if k != "aurc"}
     _write(tmp_path / METRICS_FILE, json.dumps({"name": "old", "mode": "two_turn", **old}))
     assert load_metrics(tmp_path)["aurc"] is None
-    assert "| 1.0000 | n/a | 0.4250 |" in compare_runs([tmp_path])
+    assert "| 1.0000 | n/a | n/a | 0.4250 |" in compare_runs([tmp_path])
 
 
 def test_malformed_by_group(tmp_path):

@@ -49,6 +49,13 @@ def test_eval_writes_predictions_and_metrics(setup, mode):
     # The default 1,000 bootstrap draws over the 5 problems: accuracy's interval for every mode.
     assert set(saved["bootstrap"]) == ({"accuracy"} if mode == "rlvr" else set(BOOTSTRAP_METRICS))
     assert saved["bootstrap"]["accuracy"]["draws"] == 1000
+    # Every answer's likelihood under the model; the baselines come with a stated confidence.
+    assert all(0.0 < r["answer_likelihood"] <= 1.0 for r in rows)
+    assert ("baselines" in saved) == (mode != "rlvr")
+    if mode != "rlvr":
+        likelihood = saved["baselines"]["answer_likelihood"]
+        assert set(likelihood["by_group"]) == {"2 numbers", "3 numbers"}
+        assert 0.0 <= saved["baselines"]["difficulty_table"]["brier"] <= 1.0
 
 
 def test_eval_cli_prints_group_table(setup, capsys):
@@ -58,6 +65,7 @@ def test_eval_cli_prints_group_table(setup, capsys):
           "--max-answer-tokens", "4", "--max-confidence-tokens", "3"])
     printed = capsys.readouterr().out
     assert "| AURC ↓ |" in printed and "| run | group |" in printed
+    assert "| within-group AUROC ↑ |" in printed and "| difficulty table |" in printed
     assert "| out-cli | 3 numbers | 2 |" in printed
     assert "Bootstrap over the evaluated problems" in printed and "| out-cli | ± " in printed
 

@@ -42,7 +42,7 @@ def evaluate(
     confidence_question: str = EVAL.option("confidence_question"),
 ) -> None:
     """Generate, verify and score calibration: accuracy, ECE, Brier, AUROC, AURC and figures."""
-    from calibrl.evaluation.compare import group_table, interval_table, metrics_table
+    from calibrl.evaluation.compare import tables_text
     from calibrl.evaluation.run import evaluate as run
 
     settings = EVAL.load(ctx)
@@ -51,10 +51,7 @@ def evaluate(
     out_dir = Path(settings.out)
     metrics = run(settings.model, settings.data, out_dir, settings, name=settings.name)
     row = {**metrics, "name": settings.name or out_dir.name, "mode": settings.mode}
-    typer.echo(metrics_table([row]))
-    for extra in (group_table([row]), interval_table([row])):
-        if extra is not None:
-            typer.echo(extra)
+    typer.echo(tables_text([row]))
     typer.echo(f"wrote {out_dir.resolve()}")
 
 

@@ -169,14 +169,13 @@ def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
 
 
 def results_text(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """The before/after table, overall and per difficulty, and how precise each metric is (a
-    bootstrap over the test problems), as the console shows it."""
+    """The before/after table, overall and per difficulty, against the difficulty table and the
+    answer likelihood, and how precise each metric is (a bootstrap over the test problems), as
+    the console shows it."""
     from calibrl.demo.report import before_after_rows
-    from calibrl.evaluation.compare import group_table, interval_table, metrics_table
+    from calibrl.evaluation.compare import tables_text
 
-    rows = before_after_rows(before, after)
-    return "\n".join(t for t in (metrics_table(rows), group_table(rows), interval_table(rows))
-                     if t is not None)
+    return tables_text(before_after_rows(before, after))
 
 
 def run_demo(settings: DemoSettings) -> Path:

@@ -10,6 +10,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from calibrl.evaluation.compare import (
+    baseline_table,
     group_table,
     interval_table,
     metrics_table,
@@ -101,6 +102,13 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
     by_group = group_table(rows)
     if by_group is not None:
         parts += ["\n### Per difficulty\n", by_group]
+    baselines = baseline_table(rows)
+    if baselines is not None:
+        parts += ["\n### Does the confidence know the answer, or only the difficulty?\n",
+                  "A confidence that only knows which problems are hard does no better than the "
+                  "difficulty table; within-group AUROC ranks answers inside each difficulty "
+                  "only (0.5 for the table). The answer's likelihood is what the model knows "
+                  "without saying it.\n\n", baselines]
     intervals = interval_table(rows)
     if intervals is not None:
         parts += ["\n### How precise these numbers are\n", intervals]

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from calibrl.evaluation.baselines import within_group_auroc
 from calibrl.evaluation.metrics import (
     DEFAULT_N_BINS,
     aurc,
@@ -23,20 +24,23 @@ from calibrl.evaluation.metrics import (
     expected_calibration_error,
 )
 
-BOOTSTRAP_METRICS = ("accuracy", "ece", "brier", "auroc", "aurc")
+BOOTSTRAP_METRICS = ("accuracy", "ece", "brier", "auroc", "aurc", "within_group_auroc")
 LEVEL = 0.95  # the interval every evaluation saves
 
 
-def _metrics(conf: np.ndarray, correct: np.ndarray, n_bins: int) -> dict[str, float | None]:
+def _metrics(conf: np.ndarray, correct: np.ndarray, groups: np.ndarray | None, n_bins: int
+             ) -> dict[str, float | None]:
     return {"accuracy": float(correct.mean()),
             "ece": expected_calibration_error(conf, correct, n_bins),
             "brier": brier_score(conf, correct), "auroc": auroc(conf, correct),
-            "aurc": aurc(conf, correct)}
+            "aurc": aurc(conf, correct),
+            "within_group_auroc": (None if groups is None
+                                   else within_group_auroc(conf, correct, groups)[0])}
 
 
 def bootstrap_intervals(
-    confidences: Any, correct: Any, clusters: Any, *, draws: int = 1000, seed: int = 0,
-    level: float = LEVEL, n_bins: int = DEFAULT_N_BINS,
+    confidences: Any, correct: Any, clusters: Any, *, groups: Any = None, draws: int = 1000,
+    seed: int = 0, level: float = LEVEL, n_bins: int = DEFAULT_N_BINS,
 ) -> dict[str, dict[str, float] | None]:
     """Standard error and percentile interval of each of `BOOTSTRAP_METRICS`.
 
@@ -44,6 +48,7 @@ def bootstrap_intervals(
         confidences, correct: shape (N,), as every metric takes them (unparsable confidences
             already replaced, see `calibration_arrays`).
         clusters: shape (N,), the problem each answer belongs to; one draw resamples problems.
+        groups: shape (N,), difficulty labels for "within_group_auroc"; None leaves it None.
         draws: bootstrap resamples (> 0); seed: their random generator's seed.
         level: the interval's coverage, e.g. 0.95 for the 2.5th-97.5th percentiles.
 
@@ -52,21 +57,22 @@ def bootstrap_intervals(
         was defined (AUROC needs right and wrong answers); None for a metric never defined.
     """
     conf, corr = check_arrays(confidences, correct)
-    groups = np.asarray(clusters)
-    if groups.shape != conf.shape:
-        raise ValueError(f"clusters has shape {groups.shape}, expected {conf.shape}")
+    if np.shape(clusters) != conf.shape:
+        raise ValueError(f"clusters has shape {np.shape(clusters)}, expected {conf.shape}")
     if draws <= 0:
         raise ValueError("draws must be positive")
     if not 0.0 < level < 1.0:
         raise ValueError("level must be within (0, 1)")
-    _, members = np.unique(groups, return_inverse=True)
+    labels = None if groups is None else np.asarray([str(g) for g in groups])
+    _, members = np.unique(np.asarray(clusters), return_inverse=True)
     rows_of = [np.flatnonzero(members == g) for g in range(members.max() + 1)]
     rng = np.random.default_rng(seed)
     values: dict[str, list[float]] = {name: [] for name in BOOTSTRAP_METRICS}
     for _ in range(draws):
         picked = rng.integers(0, len(rows_of), size=len(rows_of))
         rows = np.concatenate([rows_of[g] for g in picked])
-        for name, value in _metrics(conf[rows], corr[rows], n_bins).items():
+        drawn = None if labels is None else labels[rows]
+        for name, value in _metrics(conf[rows], corr[rows], drawn, n_bins).items():
             if value is not None:
                 values[name].append(value)
     tail = (1.0 - level) / 2 * 100

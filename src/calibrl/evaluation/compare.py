@@ -1,7 +1,9 @@
 """Side-by-side comparison of evaluated runs: markdown tables and overlaid figures.
 
 Reads only the files `calibrl.evaluation.report` writes (`metrics.json`, `bins.json`,
-`risk_coverage.json`). Runs whose metrics.json has "by_group" get a second, per-group table.
+`risk_coverage.json`). Runs whose metrics.json has "by_group" get a second, per-group table, and
+runs with "baselines" a third: the stated confidence against the difficulty table and the
+answer's likelihood (`calibrl.evaluation.baselines`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("ece", "ECE ↓", "{:.4f}"),
     ("brier", "Brier ↓", "{:.4f}"),
     ("auroc", "AUROC ↑", "{:.4f}"),
+    ("within_group_auroc", "within-group AUROC ↑", "{:.4f}"),
     ("aurc", "AURC ↓", "{:.4f}"),
     ("mean_confidence", "mean conf", "{:.4f}"),
     ("unparsable_confidence_rate", "unparsable conf", "{:.4f}"),
@@ -30,9 +33,15 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mean_answer_len", "answer len", "{:.1f}"),
     ("mean_conf_len", "conf len", "{:.1f}"),
 )
-# The per-group table keeps to accuracy and the headline calibration metrics.
+# The per-group table keeps to accuracy and the headline calibration metrics, and adds the
+# answer likelihood's AUROC inside the group (what the model knows, said or not).
 GROUP_COLUMNS = tuple(c for c in COLUMNS if c[0] in ("count", "accuracy", "ece", "brier",
                                                      "auroc", "aurc"))
+LIKELIHOOD_AUROC = ("likelihood_auroc", "likelihood AUROC ↑", "{:.4f}")
+INTERVAL_COLUMNS = tuple(c for c in COLUMNS if c[0] in ("accuracy", "ece", "brier", "auroc",
+                                                        "within_group_auroc", "aurc"))
+BASELINE_COLUMNS = tuple(c for c in COLUMNS if c[0] in ("ece", "brier", "auroc",
+                                                        "within_group_auroc", "aurc"))
 NOT_APPLICABLE = "n/a"
 
 
@@ -73,11 +82,43 @@ def metrics_table(rows: Sequence[dict[str, Any]]) -> str:
     return _table(["run", "mode"], COLUMNS, [((r["name"], r["mode"]), r) for r in rows])
 
 
+def _likelihood(row: dict[str, Any]) -> dict[str, Any] | None:
+    return (row.get("baselines") or {}).get("answer_likelihood")
+
+
 def group_table(rows: Sequence[dict[str, Any]]) -> str | None:
-    """Markdown table of each run's "by_group" metrics, run by run; None when no run has any."""
-    grouped = [((r["name"], label), m) for r in rows
-               for label, m in (r.get("by_group") or {}).items()]
-    return _table(["run", "group"], GROUP_COLUMNS, grouped) if grouped else None
+    """Markdown table of each run's "by_group" metrics, run by run; None when no run has any.
+    The likelihood column is there when some run has the answer-likelihood baseline."""
+    grouped = [((r["name"], label),
+                {**m, "likelihood_auroc": ((_likelihood(r) or {}).get("by_group") or {}).get(label)})
+               for r in rows for label, m in (r.get("by_group") or {}).items()]
+    if not grouped:
+        return None
+    with_likelihood = any(_likelihood(r) for r in rows)
+    return _table(["run", "group"], GROUP_COLUMNS + ((LIKELIHOOD_AUROC,) if with_likelihood
+                                                     else ()), grouped)
+
+
+def baseline_table(rows: Sequence[dict[str, Any]]) -> str | None:
+    """Markdown table: each run's stated confidence, then the difficulty table's and the answer
+    likelihood's scores on the same answers; None when no run has "baselines"."""
+    table_rows = []
+    for r in rows:
+        baselines = r.get("baselines")
+        if not baselines:
+            continue
+        table_rows.append(((r["name"], "stated confidence"), r))
+        table_rows.append(((r["name"], "difficulty table"), baselines["difficulty_table"]))
+        if baselines.get("answer_likelihood"):
+            table_rows.append(((r["name"], "answer likelihood (not stated)"),
+                               baselines["answer_likelihood"]))
+    if not table_rows:
+        return None
+    fits = {r["baselines"]["difficulty_table"].get("fit") for r in rows if r.get("baselines")}
+    note = "".join(f"Difficulty table: {fit}.\n" for fit in sorted(f for f in fits if f))
+    return (note + "Answer likelihood: exp(mean token log-prob) of the sampled answer; a "
+            "ranking score only, never shown to the model.\n\n"
+            + _table(["run", "confidence"], BASELINE_COLUMNS, table_rows))
 
 
 def interval_table(rows: Sequence[dict[str, Any]]) -> str | None:
@@ -86,7 +127,7 @@ def interval_table(rows: Sequence[dict[str, Any]]) -> str | None:
     with_intervals = [r for r in rows if r.get("bootstrap")]
     if not with_intervals:
         return None
-    keys = [c for c in GROUP_COLUMNS if c[0] != "count"]
+    keys = INTERVAL_COLUMNS
     lines = ["| run | " + " | ".join(title for _, title, _ in keys) + " |",
              "|---|" + "|".join([":---:"] * len(keys)) + "|"]
     for row in with_intervals:
@@ -98,6 +139,12 @@ def interval_table(rows: Sequence[dict[str, Any]]) -> str | None:
         lines.append(f"| {_text(row['name'])} | " + " | ".join(cells) + " |")
     return (f"Bootstrap over the evaluated problems: standard error ({LEVEL:.0%} interval)\n\n"
             + "\n".join(lines) + "\n")
+
+
+def tables_text(rows: Sequence[dict[str, Any]]) -> str:
+    """Every table the rows have, in order: metrics, per group, baselines, bootstrap intervals."""
+    return "\n".join(t for t in (metrics_table(rows), group_table(rows), baseline_table(rows),
+                                 interval_table(rows)) if t is not None)
 
 
 def _unique(label: str, taken: dict[str, Any]) -> str:
@@ -133,8 +180,8 @@ def plot_risk_coverage_compare(run_dirs: Sequence[str | Path], out_path: str | P
 
 def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None = None,
                  risk_coverage_path: str | Path | None = None) -> str:
-    """Markdown table of the runs' metrics, then the per-group table when any run has groups
-    and the bootstrap intervals when any run has them.
+    """Markdown table of the runs' metrics, then the per-group table when any run has groups,
+    the baselines table when any run has them and the bootstrap intervals when any run has them.
 
     Also writes the overlaid reliability plot if `plot_path` and the overlaid risk-coverage
     plot if `risk_coverage_path`. Raises `UserError` naming the file when a run's
@@ -145,10 +192,8 @@ def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None
             check_figure_path(path, option)
     dirs = _check_dirs(run_dirs)
     rows = [load_metrics(d) for d in dirs]
-    tables = [t for t in (metrics_table(rows), group_table(rows), interval_table(rows))
-              if t is not None]
     if plot_path is not None:
         plot_compare(dirs, plot_path)
     if risk_coverage_path is not None:
         plot_risk_coverage_compare(dirs, risk_coverage_path)
-    return "\n".join(tables)
+    return tables_text(rows)

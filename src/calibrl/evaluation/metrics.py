@@ -59,6 +59,8 @@ class EvalRecord:
         conf_len: length of the confidence turn; None when the mode has no confidence.
         group: difficulty label of the problem (`Task.difficulty`), e.g. "3 numbers"; None when
             unknown. `summarize_by_group` reports metrics per label.
+        answer_likelihood: `exp(mean token log-prob)` of the answer under the model that sampled
+            it (`calibrl.evaluation.baselines`); None when not recorded.
     """
 
     correct: bool
@@ -67,6 +69,7 @@ class EvalRecord:
     answer_len: int
     conf_len: int | None = None
     group: str | None = None
+    answer_likelihood: float | None = None
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,11 @@
     <run_dir>/metrics.json   flat JSON object: `METRIC_KEYS` (numbers, or null where undefined
                              or not applicable) plus "name" and "mode" (strings), and, when the
                              records carry difficulty groups, "by_group": {label: {METRIC_KEYS}}
-                             in natural label order. Other keys may be added by callers and
-                             are kept.
+                             in natural label order; with groups and confidences also
+                             "within_group_auroc" (number or null) and "baselines" (the
+                             difficulty table and answer likelihood,
+                             `calibrl.evaluation.baselines.baseline_metrics`). Other keys may be
+                             added by callers and are kept.
     <run_dir>/bins.json      {"convention": <text>, "bins": [{"lower", "upper", "count",
                              "mean_confidence", "accuracy"}, ...]}; "bins" is [] for a mode
                              without confidences.
@@ -28,10 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from calibrl.errors import UserError
+from calibrl.evaluation.baselines import baseline_metrics, within_group_auroc
 from calibrl.evaluation.bootstrap import bootstrap_intervals
 from calibrl.evaluation.metrics import (
     DEFAULT_N_BINS,
     METRIC_KEYS,
+    NO_GROUP,
     UNPARSABLE_CONFIDENCE,
     ReliabilityBin,
     calibration_arrays,
@@ -104,23 +109,33 @@ def write_evaluation(
     """Summarise `records` and write every file above; returns the metrics as saved.
 
     "by_group" is added only when some record has a `group`, so runs without difficulty labels
-    keep the metrics.json they always had. With `clusters` (each record's problem) and
-    `bootstrap` > 0 draws, "bootstrap" holds each metric's standard error and 95 % interval
+    keep the metrics.json they always had; with confidences, "within_group_auroc" and
+    "baselines" come with it (`clusters`, each record's problem, fit the cross-fitted difficulty
+    table; without them every answer is its own problem). With `clusters` and `bootstrap` > 0
+    draws, "bootstrap" holds each metric's standard error and 95 % interval
     (`calibrl.evaluation.bootstrap`; accuracy alone for a mode without confidences).
     """
     records = list(records)
     options = dict(with_confidence=with_confidence, n_bins=n_bins,
                    unparsable_confidence=unparsable_confidence)
     metrics: dict[str, Any] = summarize(records, **options)
-    if any(record_group(r) is not None for r in records):
+    grouped = any(record_group(r) is not None for r in records)
+    groups = [record_group(r) or NO_GROUP for r in records] if grouped else None
+    if grouped:
         metrics["by_group"] = summarize_by_group(records, **options)
     run_dir = Path(run_dir)
     bins: list[ReliabilityBin] = []
     curve = None
     # Without confidences every one reads as unparsable (0.0): only accuracy's interval is kept.
     conf, correct, parsable = calibration_arrays(records, unparsable_confidence)
+    if grouped and with_confidence:
+        metrics["within_group_auroc"] = within_group_auroc(conf, correct, groups)[0]
+        metrics["baselines"] = baseline_metrics(
+            correct, groups, clusters if clusters is not None else range(len(records)),
+            [_likelihood(r) for r in records], n_bins)
     if clusters is not None and bootstrap > 0:
-        intervals = bootstrap_intervals(conf, correct, clusters, draws=bootstrap, n_bins=n_bins)
+        intervals = bootstrap_intervals(conf, correct, clusters, groups=groups, draws=bootstrap,
+                                        n_bins=n_bins)
         metrics["bootstrap"] = intervals if with_confidence else {
             "accuracy": intervals["accuracy"]}
     if with_confidence:
@@ -136,6 +151,12 @@ def write_evaluation(
     save_risk_coverage(run_dir, curve)
     save_metrics(run_dir, metrics, name=name, mode=mode)
     return {"name": name, "mode": mode, **metrics}
+
+
+def _likelihood(record: Any) -> float | None:
+    value = (record.get("answer_likelihood") if isinstance(record, Mapping)
+             else getattr(record, "answer_likelihood", None))
+    return None if value is None else float(value)
 
 
 def _read_json(path: Path) -> Any:
@@ -170,6 +191,11 @@ def load_metrics(run_dir: str | Path) -> dict[str, Any]:
                 raise UserError(f"{path}: group {label!r} must be an object")
             _check_metric_values(group, path, where=f"group {label!r}: ")
     _check_bootstrap(data.get("bootstrap"), path)
+    value = data.get("within_group_auroc")
+    if value is not None and not _is_number(value):
+        raise UserError(f"{path}: 'within_group_auroc' must be a number or null")
+    if not isinstance(data.get("baselines", {}), dict):
+        raise UserError(f"{path}: 'baselines' must be an object")
     return data
 
 

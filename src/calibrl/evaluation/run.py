@@ -5,7 +5,8 @@ in a mode with a confidence turn each answer gets one, and every answer becomes 
 correct (the task's verifier), the parsed confidence (None when unparsable; the metrics
 count it as 0 and report the share), whether an answer could be extracted at all
 (`format_ok`, `Task.extract_answer`), the token lengths of both turns, and the problem's
-difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group).
+difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group) and
+the answer's likelihood under the model (`calibrl.evaluation.baselines`, a baseline only).
 Writes, in `out_dir`: `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`,
 and the PNG figures, all swapped in at once when they are done: a killed evaluation leaves the
 previous one whole (other files in `out_dir` stay).
@@ -24,6 +25,7 @@ from calibrl.algo import score_tree
 from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
 from calibrl.data import TaskExample, load_examples
 from calibrl.errors import UserError
+from calibrl.evaluation.baselines import answer_likelihood
 from calibrl.evaluation.metrics import EvalRecord
 from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.protocol.completions import answer_part
@@ -65,6 +67,7 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
                 "answer_len": len(answer.sample.token_ids),
                 "conf_len": len(answer.confidences[0].token_ids) if answer.confidences else None,
                 "finish_reason": answer.sample.finish_reason, "group": group,
+                "answer_likelihood": answer_likelihood(answer.sample.logprobs),
             })
     return rows
 
@@ -72,7 +75,7 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
 def records_from_rows(rows: Sequence[dict[str, Any]]) -> list[EvalRecord]:
     """The metrics' view of prediction rows (`evaluate_examples`)."""
     return [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
-                       r["conf_len"], r["group"]) for r in rows]
+                       r["conf_len"], r["group"], r.get("answer_likelihood")) for r in rows]
 
 
 def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],

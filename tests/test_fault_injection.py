@@ -19,8 +19,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from calibrl.data import TaskExample, write_examples
+from calibrl.data import TaskExample
 from calibrl.models import create_tiny_model
+from calibrl.tasks.files import write_examples
 from calibrl.utils.atomic import recover
 
 pytestmark = pytest.mark.slow
@@ -140,8 +141,8 @@ def _finish(name: str, root: Path) -> None:
 
 
 def _data_kills(base: Path) -> None:
-    from calibrl.data import write_splits
     from calibrl.tasks import get_task
+    from calibrl.tasks.files import write_splits
 
     names = ("train.parquet", "test.parquet")
     args = ("data", "countdown", "--n", 60, "--numbers", "3..3", "--test-size", 10)

@@ -42,7 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from naive import NaiveSampler  # noqa: E402
 
-from calibrl.data import load_examples  # noqa: E402
 from calibrl.probe.judge import sampled_answer, solution_str  # noqa: E402
 from calibrl.probe.runner import probe_traces  # noqa: E402
 from calibrl.probe.sampler import CachedSampler  # noqa: E402
@@ -55,6 +54,7 @@ from calibrl.tasks.countdown import (  # noqa: E402
     extract_solution,
     validate_equation,
 )
+from calibrl.tasks.files import load_examples  # noqa: E402
 
 SFT_MODEL = ROOT / "outputs/sft-measure/model"
 SFT_DATA = ROOT / "outputs/sft-measure/data/test.parquet"

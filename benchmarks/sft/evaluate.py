@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from calibrl.data import load_examples
+from calibrl.tasks.files import load_examples
 from calibrl.training.sft_check import check_model
 
 

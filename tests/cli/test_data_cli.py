@@ -6,8 +6,8 @@ import pytest
 
 from calibrl.cli.data_cmd import parse_range
 from calibrl.cli.main import main
-from calibrl.data import load_examples
 from calibrl.errors import UserError
+from calibrl.tasks.files import load_examples
 
 
 def run(argv):

@@ -6,18 +6,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from calibrl.data import TaskExample, arrow_schema, load_examples, write_examples
+from calibrl.data import TaskExample
 from calibrl.data import parquet as parquet_module
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
 from calibrl.tasks.countdown import compute_score
-from calibrl.tasks.countdown.data import (
-    convert_countdown_file,
-    countdown_example,
-    examples_from_instances,
-)
+from calibrl.tasks.countdown.data import countdown_example, examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.tasks.files import load_examples, write_examples
 
+COUNTDOWN = get_task("countdown")
 TINYZERO_PROMPT = (
     "A conversation between User and Assistant. ... User: Using the numbers [44, 19, 35], "
     "create an equation that equals 98. ... Assistant: Let me solve this step by step.\n<think>"
@@ -65,7 +63,7 @@ def test_same_seed_gives_identical_bytes(tmp_path):
 
 def test_empty_split_keeps_the_schema(tmp_path):
     write_examples(tmp_path / "test.parquet", [])
-    assert pq.read_schema(tmp_path / "test.parquet") == arrow_schema("countdown")
+    assert pq.read_schema(tmp_path / "test.parquet") == get_task("countdown").arrow_schema()
     assert load_examples(tmp_path / "test.parquet") == []
 
 
@@ -171,7 +169,7 @@ def test_json_lines_in_a_json_file(tmp_path):
 
 
 def test_convert_drops_duplicates_and_unsolvable_and_splits(tmp_path):
-    result = convert_countdown_file(write_raw(tmp_path / "raw.jsonl"), test_size=1)
+    result = COUNTDOWN.convert_file(write_raw(tmp_path / "raw.jsonl"), test_size=1)
     assert (result.rows_read, result.duplicates, result.unsolvable) == (4, 1, 1)
     assert [e.ground_truth["target"] for e in result.test] == [98]
     assert [e.ground_truth["target"] for e in result.train] == [64]
@@ -181,7 +179,7 @@ def test_convert_drops_duplicates_and_unsolvable_and_splits(tmp_path):
         compute_score(f"<answer>{example.extra['solution']}</answer>", example.ground_truth) == 1.0
     )
     # without solving, the unsolvable row stays and no solution is attached
-    kept = convert_countdown_file(tmp_path / "raw.jsonl", test_size=0, solve_rows=False)
+    kept = COUNTDOWN.convert_file(tmp_path / "raw.jsonl", test_size=0, solve=False)
     assert [e.ground_truth["target"] for e in kept.train] == [98, 64, 7]
     assert "solution" not in kept.train[0].extra
 
@@ -189,8 +187,8 @@ def test_convert_drops_duplicates_and_unsolvable_and_splits(tmp_path):
 def test_convert_tinyzero_rebuilds_prompts_and_limits_rows(tmp_path):
     path = tmp_path / "tinyzero.parquet"
     pq.write_table(pa.Table.from_pylist(tinyzero_rows()), path)
-    result = convert_countdown_file(path, n=1, test_size=0)
+    result = COUNTDOWN.convert_file(path, n=1, test_size=0)
     (example,) = result.train
     assert example.messages == get_task("countdown").make_prompt(example.ground_truth)
     with pytest.raises(UserError, match="2 usable rows, fewer than n=3"):
-        convert_countdown_file(path, n=3)
+        COUNTDOWN.convert_file(path, n=3)

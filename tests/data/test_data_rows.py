@@ -7,9 +7,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from calibrl.data import load_examples
 from calibrl.errors import UserError
 from calibrl.tasks.countdown.data import countdown_ground_truth
+from calibrl.tasks.files import load_examples
 
 GOOD = {
     "data_source": "countdown",

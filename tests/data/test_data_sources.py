@@ -8,10 +8,10 @@ import json
 import pytest
 
 from calibrl.cli.main import main
-from calibrl.data import load_examples
 from calibrl.data.sources import HubSource, hub_source
 from calibrl.errors import UserError
 from calibrl.models import create_tiny_model
+from calibrl.tasks.files import load_examples
 
 datasets = pytest.importorskip("datasets")
 

@@ -3,8 +3,8 @@
 import pytest
 
 from calibrl.cli.main import main
-from calibrl.data import load_examples
 from calibrl.tasks.countdown import compute_score
+from calibrl.tasks.files import load_examples
 
 
 def test_short_prompt_style(tmp_path):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from calibrl.data import load_examples
-from calibrl.data.mix import difficulty_of
 from calibrl.demo.pipeline import load_demo_settings, run_demo, stage_data_and_rewards
+from calibrl.tasks.files import load_examples
+from calibrl.tasks.mix import difficulty_of
 
 # The recipe at a size that runs in seconds.
 TOY = ["data.n_problems=40", "data.test_size=8", "data.max_number=12", "data.sft_problems=40",

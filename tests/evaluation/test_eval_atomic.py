@@ -3,11 +3,12 @@
 import pytest
 
 import calibrl.evaluation.run as run_module
-from calibrl.data import TaskExample, write_examples
+from calibrl.data import TaskExample
 from calibrl.evaluation.run import evaluate
 from calibrl.models import create_tiny_model
 from calibrl.settings import EvalSection
 from calibrl.tasks.countdown import COUNTDOWN
+from calibrl.tasks.files import write_examples
 
 
 def test_a_failed_evaluation_keeps_the_old_predictions_and_metrics(tmp_path, monkeypatch):

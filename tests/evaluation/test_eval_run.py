@@ -5,13 +5,14 @@ import json
 import pytest
 
 from calibrl.cli.main import main
-from calibrl.data import TaskExample, write_examples
+from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.evaluation.bootstrap import BOOTSTRAP_METRICS
 from calibrl.evaluation.run import evaluate
 from calibrl.models import create_tiny_model
 from calibrl.settings import EvalSection
 from calibrl.tasks.countdown import COUNTDOWN
+from calibrl.tasks.files import write_examples
 
 
 @pytest.fixture(scope="module")

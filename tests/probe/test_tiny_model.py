@@ -9,7 +9,6 @@ import typer
 from typer.testing import CliRunner
 
 from calibrl.cli.probe_cmd import probe, unescape
-from calibrl.data import write_examples
 from calibrl.errors import UserError
 from calibrl.models import create_tiny_model
 from calibrl.probe.runner import ROWS_FILE, iter_rows, run_probe
@@ -17,6 +16,7 @@ from calibrl.probe.sampler import CachedSampler, EngineSampler
 from calibrl.rollout.hf_engine import HFEngine
 from calibrl.rollout.rollouts import encode_messages
 from calibrl.settings.probe import ProbeSection
+from calibrl.tasks.files import write_examples
 
 CONFIG = ProbeSection(samples=2, max_answer_tokens=3, trace_max_tokens=10, traces_per_batch=2,
                      limit=3)

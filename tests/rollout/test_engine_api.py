@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from calibrl.errors import UserError
-from calibrl.rollout.engine import Engine, SamplingParams, make_engine
+from calibrl.rollout.engine import Engine, SamplingParams
+from calibrl.rollout.factory import make_engine
 from calibrl.rollout.hf_engine import HFEngine, plan_chunks
 
 

@@ -6,7 +6,7 @@ from calibrl.algo import score_tree
 from calibrl.data import TaskExample
 from calibrl.models import build_tiny_model, build_tokenizer
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, RLCR_INSTRUCTION
-from calibrl.rollout.engine import make_engine
+from calibrl.rollout.factory import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, encode_messages, plain_template, run_rollout
 from calibrl.tasks.countdown import COUNTDOWN
 

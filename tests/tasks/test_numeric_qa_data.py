@@ -10,9 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from calibrl.cli.main import main
-from calibrl.data import load_examples, write_examples
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
+from calibrl.tasks.files import load_examples, write_examples
 
 QA = get_task("numeric_qa")
 GSM8K_ANSWER = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from calibrl.cli.main import main
-from calibrl.data import load_examples
 from calibrl.protocol.tags import (
     ANALYSIS_CLOSE,
     ANALYSIS_OPEN,
@@ -24,6 +23,7 @@ from calibrl.protocol.tags import (
 from calibrl.rollout.engine import Generation
 from calibrl.settings import TrainSettings, load_settings
 from calibrl.tasks import get_task
+from calibrl.tasks.files import load_examples
 from calibrl.training.trainer import Trainer
 
 QA = get_task("numeric_qa")

@@ -5,8 +5,9 @@ import os
 import socket
 from pathlib import Path
 
-from calibrl.data import TaskExample, write_examples
+from calibrl.data import TaskExample
 from calibrl.models import create_tiny_model
+from calibrl.tasks.files import write_examples
 
 TESTS = Path(__file__).resolve().parents[1]
 

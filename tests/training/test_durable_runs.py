@@ -13,8 +13,9 @@ from safetensors.torch import load_file
 
 import calibrl.training.trainer as trainer_module
 from calibrl.cli.main import main
-from calibrl.data import TaskExample, write_examples
+from calibrl.data import TaskExample
 from calibrl.models import create_tiny_model
+from calibrl.tasks.files import write_examples
 from calibrl.training.checkpoint import list_checkpoints, verify_checkpoint
 from calibrl.utils.run_dir import RunLock
 from training.coin_task import COIN

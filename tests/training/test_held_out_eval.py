@@ -8,13 +8,14 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from calibrl.cli.main import main
-from calibrl.data import TaskExample, write_examples
+from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.evaluation.during_training import eval_section, held_out_evaluator
 from calibrl.models import create_tiny_model
 from calibrl.rollout.engine import Generation
 from calibrl.settings import TrainSettings, load_settings
 from calibrl.tasks.countdown import COUNTDOWN
+from calibrl.tasks.files import write_examples
 from calibrl.training.trainer import Trainer
 from training.test_trainer_e2e import _config, _data
 

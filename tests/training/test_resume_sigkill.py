@@ -11,8 +11,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from calibrl.data import TaskExample, write_examples
+from calibrl.data import TaskExample
 from calibrl.models import create_tiny_model
+from calibrl.tasks.files import write_examples
 from calibrl.training.checkpoint import list_checkpoints
 
 TESTS = Path(__file__).resolve().parents[1]  # on sys.path (pytest's pythonpath) and PYTHONPATH

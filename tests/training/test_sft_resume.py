@@ -10,10 +10,10 @@ import torch
 from safetensors.torch import load_file
 
 import calibrl.training.sft as sft_module
-from calibrl.data import write_examples
 from calibrl.errors import UserError
 from calibrl.models import create_tiny_model
 from calibrl.settings.sft import SFTSettings
+from calibrl.tasks.files import write_examples
 from calibrl.training.checkpoint import list_checkpoints, verify_checkpoint
 from calibrl.training.sft import LOG_FILE
 from calibrl.training.sft_run import run_sft

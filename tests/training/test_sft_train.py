@@ -16,12 +16,12 @@ from typer import Typer
 from typer.testing import CliRunner
 
 from calibrl.cli.sft_cmd import sft
-from calibrl.data import write_examples
 from calibrl.errors import UserError
 from calibrl.models import build_tiny_model, build_tokenizer, create_tiny_model
 from calibrl.settings import SFTSettings
 from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.tasks.files import write_examples
 from calibrl.training.sft import LOG_FILE, save_model_atomically, train_sft
 from calibrl.training.sft_check import check_model
 

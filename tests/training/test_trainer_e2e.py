@@ -15,11 +15,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from calibrl.data import TaskExample, write_examples
+from calibrl.data import TaskExample
 from calibrl.models import create_tiny_model
 from calibrl.rollout.engine import Generation
 from calibrl.settings import TrainSettings, load_settings
 from calibrl.tasks.countdown import COUNTDOWN
+from calibrl.tasks.files import write_examples
 from calibrl.training.trainer import Trainer
 from training.coin_task import COIN
 

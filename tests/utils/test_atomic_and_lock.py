@@ -9,9 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from calibrl.data import TaskExample, load_examples, write_examples, write_splits
+from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.tasks.countdown import COUNTDOWN
+from calibrl.tasks.files import load_examples, write_examples, write_splits
 from calibrl.utils.atomic import atomic_dir, recover
 from calibrl.utils.run_dir import RunLock, plan_run_dir
 

@@ -139,7 +139,7 @@ def countdown(
     prompt_style: _PromptStyle = COUNTDOWN.prompt_styles[0],
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
-    from calibrl.data import write_splits
+    from calibrl.tasks.files import write_splits
     from calibrl.utils.files import check_output_dir
 
     check_output_dir(out, "--out")

@@ -46,7 +46,7 @@ def numeric_qa(
     from_path: _From = None, prompt_style: _PromptStyle = NUMERIC_QA.prompt_styles[0],
 ) -> None:
     """Generate arithmetic word problems (difficulty: steps), or convert question/answer rows."""
-    from calibrl.data import write_splits
+    from calibrl.tasks.files import write_splits
 
     if prompt_style not in NUMERIC_QA.prompt_styles:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "

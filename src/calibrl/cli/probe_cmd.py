@@ -67,9 +67,9 @@ def probe(
     if traces_path is not None and not traces_path.is_file():
         raise UserError(f"{traces_path}: no such traces file")
     # Imported here so `calibrl --help` does not pay for torch and transformers.
-    from calibrl.data import load_examples
     from calibrl.models.loading import resolve_model_path
     from calibrl.probe.runner import run_probe
+    from calibrl.tasks.files import load_examples
 
     examples = load_examples(settings.data)
     if not examples and traces_path is None:
@@ -100,13 +100,13 @@ def _vllm_sampler(path: str, dtype: str | None, gpu_memory_utilization: float
     from transformers import AutoTokenizer
 
     from calibrl.probe.sampler import EngineSampler
-    from calibrl.rollout.vllm_engine import VLLMEngine
+    from calibrl.rollout.factory import make_engine
 
     tokenizer = AutoTokenizer.from_pretrained(path)
     # Log-probs are not used by the probe, so top-k / top-p are allowed.
-    vllm = VLLMEngine(path, tokenizer, dtype=dtype or "auto",
-                      gpu_memory_utilization=gpu_memory_utilization,
-                      allow_filtered_logprobs=True)
+    vllm = make_engine("vllm", path, tokenizer, dtype=dtype or "auto",
+                       gpu_memory_utilization=gpu_memory_utilization,
+                       allow_filtered_logprobs=True)
     return EngineSampler(vllm), vllm, tokenizer
 
 
@@ -118,14 +118,14 @@ def _hf_sampler(path: str, device: str, dtype: str | None, max_rows: int
     from calibrl.models.loading import load_policy
     from calibrl.probe.sampler import CachedSampler, EngineSampler
     from calibrl.probe.shared_prefix import supported
-    from calibrl.rollout.hf_engine import HFEngine
+    from calibrl.rollout.factory import make_engine
 
     model, tokenizer = load_policy(path, dtype=dtype or "float32")
     if device == "cuda" or (device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise UserError("--device cuda but no CUDA device is available")
         model = model.to("cuda")
-    hf = HFEngine(model, tokenizer, max_batch_size=max_rows)
+    hf = make_engine("hf", model, tokenizer, max_batch_size=max_rows)
     # Models outside transformers' attention interface still work, one prompt per point.
     sampler = CachedSampler(hf, max_rows=max_rows) if supported(model) else EngineSampler(hf)
     return sampler, hf, tokenizer

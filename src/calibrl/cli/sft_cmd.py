@@ -68,7 +68,7 @@ def sft(
     if check:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from calibrl.data import load_examples
+        from calibrl.tasks.files import load_examples
         from calibrl.training.sft_check import check_model
 
         held_out = [ex for path in settings.exclude for ex in load_examples(path)][:check]

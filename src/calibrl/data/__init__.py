@@ -1,25 +1,13 @@
-"""Data: parquet in the verl/TinyZero schema, readers for public formats.
+"""Data storage: the `TaskExample` value, parquet in the verl/TinyZero schema, JSON readers and
+the sources rows come from (`sources`: a file, a folder or a Hub data set id).
 
-Iterate a data set as `TaskExample`s with `load_examples(path)` (a file, a folder or a Hub data
-set id: `sources`); write one with `write_examples`.
-A task makes its own data sets (`Task.generate`, `Task.convert_file`).
+Storage only: no task is imported here. Reading rows as checked examples and writing examples
+with their task's schema is `calibrl.tasks.files` (`load_examples`, `write_examples`,
+`write_splits`); a task makes its own data sets (`Task.generate`, `Task.convert_file`).
 """
 
-from calibrl.data.example import TaskExample, example_from_row
-from calibrl.data.parquet import (
-    arrow_schema,
-    load_examples,
-    read_rows,
-    write_examples,
-    write_splits,
-)
+from calibrl.data.example import TaskExample
+from calibrl.data.parquet import read_rows, rows_to_table, verl_schema, write_table, write_tables
 
-__all__ = [
-    "TaskExample",
-    "arrow_schema",
-    "example_from_row",
-    "load_examples",
-    "read_rows",
-    "write_examples",
-    "write_splits",
-]
+__all__ = ["TaskExample", "read_rows", "rows_to_table", "verl_schema", "write_table",
+           "write_tables"]

@@ -1,11 +1,13 @@
 """Read and write data files: parquet in the verl/TinyZero schema, JSON and JSON lines.
 
 Writes are atomic (a temporary file in the same folder, then `os.replace`), so a reader never sees
-half a file and an interrupted run leaves the old file in place. Splits that belong together
-(train and test) are swapped in together (`write_splits`), so a kill never pairs a new train split
-with an old test split that shares its problems. Each column has a fixed Arrow
-type, so a split with no rows still carries the full schema and the same rows always give the
-same bytes.
+half a file and an interrupted run leaves the old file in place. Tables that belong together
+(train and test) are swapped in together (`write_tables`), so a kill never pairs a new train split
+with an old test split that shares its problems.
+
+Each task fixes the Arrow type of its columns (`Task.arrow_schema`, built with `verl_schema`), so a
+split with no rows still carries the full schema and the same rows always give the same bytes;
+writing examples with their task's schema is `calibrl.tasks.files`.
 """
 
 from __future__ import annotations
@@ -18,34 +20,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from calibrl.data.example import TaskExample, example_from_row
 from calibrl.errors import UserError
-from calibrl.tasks import get_task
 from calibrl.utils.atomic import atomic_dir, atomic_file
 
 _MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
 _EXTRA_BASE = [("split", pa.string()), ("index", pa.int64())]
-
-# Per task: the ground_truth type and the task's own extra_info fields.
-_TASK_TYPES: dict[str, tuple[pa.DataType, list[tuple[str, pa.DataType]]]] = {
-    "countdown": (
-        pa.struct([("target", pa.int64()), ("numbers", pa.list_(pa.int64()))]),
-        [("solution", pa.string()), ("steps", pa.list_(pa.string()))],
-    ),
-    "numeric_qa": (
-        pa.struct([("question", pa.string()), ("answer", pa.string()),
-                   ("num_steps", pa.int64())]),
-        [("solution", pa.string()), ("steps", pa.list_(pa.string()))],
-    ),
-}
-DEFAULT_TASK = "countdown"  # schema of a file with no rows
 SUFFIXES = (".parquet", ".json", ".jsonl")
 
 
-def arrow_schema(task_name: str, extra_types: Iterable[tuple[str, pa.DataType]] = ()) -> pa.Schema:
-    """The verl/TinyZero schema for one task's rows; `extra_types` adds extra_info fields."""
-    ground_truth, task_extra = _TASK_TYPES[task_name]
-    extra = pa.struct([*_EXTRA_BASE, *task_extra, *extra_types])
+def verl_schema(ground_truth: pa.DataType,
+                extra_types: Iterable[tuple[str, pa.DataType]] = ()) -> pa.Schema:
+    """The verl/TinyZero schema with this ground_truth type; `extra_types` are the extra_info
+    fields after `split` and `index`."""
+    extra = pa.struct([*_EXTRA_BASE, *extra_types])
     return pa.schema(
         [
             ("data_source", pa.string()),
@@ -57,54 +44,52 @@ def arrow_schema(task_name: str, extra_types: Iterable[tuple[str, pa.DataType]] 
     )
 
 
-def examples_to_table(examples: list[TaskExample]) -> pa.Table:
-    """Examples (all of one task) as an Arrow table with that task's schema."""
-    tasks = {get_task(e.data_source).name for e in examples} or {DEFAULT_TASK}
-    if len(tasks) > 1:
-        raise UserError(f"one file holds one task, got {', '.join(sorted(tasks))}")
-    (task_name,) = tasks
-    rows = [e.to_row() for e in examples]
-    if task_name not in _TASK_TYPES:  # a task without a declared schema: Arrow infers one
-        try:
-            return pa.Table.from_pylist(rows)
-        except (pa.ArrowException, OverflowError) as err:
-            raise UserError(f"cannot store these rows as parquet: {err}".replace("\n", " ")
-                            ) from None
-    known = set(arrow_schema(task_name).field("extra_info").type.names)
-    # Keys the schema does not name keep the type Arrow infers (they would otherwise be dropped).
-    others = sorted({key for row in rows for key in row["extra_info"]} - known)
+def _with_extra_types(schema: pa.Schema, extra_types: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    at = schema.get_field_index("extra_info")
+    fields = [*schema.field(at).type, *(pa.field(name, type_) for name, type_ in extra_types)]
+    return schema.set(at, pa.field("extra_info", pa.struct(fields)))
+
+
+def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema | None) -> pa.Table:
+    """verl rows as an Arrow table with `schema` (None: the types Arrow infers).
+
+    extra_info keys the schema does not name keep the type Arrow infers for them (they would
+    otherwise be dropped). `UserError` when a value does not fit its type.
+    """
     try:
+        if schema is None:
+            return pa.Table.from_pylist(rows)
+        known = set(schema.field("extra_info").type.names)
+        others = sorted({key for row in rows for key in row["extra_info"]} - known)
         extra_types = [(k, pa.array([r["extra_info"].get(k) for r in rows]).type) for k in others]
-        return pa.Table.from_pylist(rows, schema=arrow_schema(task_name, extra_types))
+        return pa.Table.from_pylist(rows, schema=_with_extra_types(schema, extra_types))
     except (pa.ArrowException, OverflowError) as err:  # e.g. a number beyond int64
         raise UserError(f"cannot store these rows as parquet: {err}".replace("\n", " ")) from None
 
 
-def write_examples(path: str | Path, examples: list[TaskExample]) -> Path:
-    """Write `examples` as one parquet file, atomically; returns the path written."""
+def write_table(path: str | Path, table: pa.Table) -> Path:
+    """Write `table` as one parquet file, atomically; returns the path written."""
     path = Path(path)
-    table = examples_to_table(examples)
     with atomic_file(path) as tmp:
         pq.write_table(table, tmp)
     return path
+
+
+def write_tables(out_dir: str | Path, tables: Mapping[str, pa.Table]) -> dict[str, Path]:
+    """Write each table as `out_dir/NAME.parquet`, all in one atomic swap of the folder (its
+    other files stay); returns the paths by name."""
+    out_dir = Path(out_dir)
+    files = {name: f"{name}.parquet" for name in tables}
+    with atomic_dir(out_dir, own=set(files.values())) as tmp:
+        for name, table in tables.items():
+            pq.write_table(table, tmp / files[name])
+    return {name: out_dir / file for name, file in files.items()}
 
 
 def _int_limit_message(err: ValueError) -> str:
     # json.loads raises a plain ValueError for an integer over Python's int-string conversion
     # limit (4,300 digits by default); its advice to raise the limit is not the user's fix.
     return f"{err}".split(";")[0].replace("Exceeds the limit", "an integer exceeds the limit")
-
-
-def write_splits(out_dir: str | Path, splits: Mapping[str, list[TaskExample]]) -> dict[str, Path]:
-    """Write each split as `out_dir/NAME.parquet`, all in one atomic swap of the folder (its
-    other files stay); returns the paths by split name."""
-    out_dir = Path(out_dir)
-    tables = {name: examples_to_table(examples) for name, examples in splits.items()}
-    files = {name: f"{name}.parquet" for name in splits}
-    with atomic_dir(out_dir, own=set(files.values())) as tmp:
-        for name, table in tables.items():
-            pq.write_table(table, tmp / files[name])
-    return {name: out_dir / file for name, file in files.items()}
 
 
 def _json_rows(path: Path, text: str) -> list[Any]:
@@ -145,22 +130,3 @@ def read_rows(path: str | Path) -> list[Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"{path}: cannot read ({err})") from None
     return _json_rows(path, text)
-
-
-def load_examples(path: str | Path) -> list[TaskExample]:
-    """Every row of a data file, folder or Hub data set (`calibrl.data.sources`) as a checked
-    `TaskExample`.
-
-    Reads verl/TinyZero rows (ours or TinyZero's own files) and the public Countdown
-    `{"target", "nums"}` rows. A malformed row raises `UserError` naming the file, the row
-    (0-based) and what is wrong.
-    """
-    from calibrl.data.sources import read_source_rows  # sources builds on this module
-
-    examples = []
-    for position, row in enumerate(read_source_rows(path)):
-        try:
-            examples.append(example_from_row(row, position))
-        except UserError as err:
-            raise UserError(f"{path} row {position}: {err}") from None
-    return examples

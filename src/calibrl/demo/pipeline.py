@@ -23,12 +23,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from calibrl.data import write_splits
-from calibrl.data.mix import mix_by_difficulty, resample_by_difficulty
 from calibrl.errors import UserError
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.settings import DemoSettings, load_settings, updated
 from calibrl.tasks import get_task
+from calibrl.tasks.files import write_splits
+from calibrl.tasks.mix import mix_by_difficulty, resample_by_difficulty
 
 # The demo's task; everything task-specific below goes through its `Task` interface.
 DEMO_TASK = "countdown"
@@ -154,16 +154,16 @@ def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
 
 def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
     """Faithfulness probe of the model's own greedy chains on a few test problems."""
-    from calibrl.data import load_examples
     from calibrl.models.loading import load_policy
     from calibrl.probe.runner import run_probe
     from calibrl.probe.sampler import CachedSampler
-    from calibrl.rollout.hf_engine import HFEngine
+    from calibrl.rollout.factory import make_engine
+    from calibrl.tasks.files import load_examples
 
     out, config = Path(settings.out_dir), settings.probe
     model, tokenizer = load_policy(str(model_dir))
     examples = load_examples(out / "data/test.parquet")[: config.limit]
-    engine = HFEngine(model, tokenizer, max_batch_size=config.max_rows)
+    engine = make_engine("hf", model, tokenizer, max_batch_size=config.max_rows)
     return run_probe(CachedSampler(engine, max_rows=config.max_rows), tokenizer, examples,
                      config, out / "probe", trace_engine=engine, overwrite=True)
 

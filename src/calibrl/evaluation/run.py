@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from calibrl.algo import score_tree
 from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
-from calibrl.data import TaskExample, load_examples
+from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.evaluation.baselines import answer_likelihood
 from calibrl.evaluation.metrics import EvalRecord
@@ -31,10 +31,11 @@ from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import ModeSpec, get_mode
 from calibrl.rewards import parse_confidence
-from calibrl.rollout.engine import make_engine
+from calibrl.rollout.factory import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
 from calibrl.settings.eval import EvalSection
 from calibrl.tasks import get_task
+from calibrl.tasks.files import load_examples
 from calibrl.utils.atomic import atomic_dir
 from calibrl.utils.files import check_output_dir
 

@@ -1,4 +1,4 @@
-"""The generation-engine interface: sampling parameters, one generated sample, and the factory.
+"""The generation-engine interface: sampling parameters and one generated sample.
 
 Every engine takes token-id prompts and returns, per prompt, `n` `Generation`s with the same
 conventions, so a trainer never cares which engine produced them:
@@ -12,6 +12,9 @@ conventions, so a trainer never cares which engine produced them:
   top-k / top-p filtering (greedy: under `softmax(logits)`); see `calibrl.rollout.sampling`.
 - `finish_reason`: "stop" (EOS or a stop string) or "length" (`max_new_tokens` reached first; a
   truncated sample).
+
+The engines build on this module and `calibrl.rollout.factory` builds them, so this module
+imports no engine.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from calibrl.errors import UserError
 
 FinishReason = Literal["stop", "length"]
-ENGINE_KINDS: tuple[str, ...] = ("hf", "vllm")
 
 
 @dataclass(frozen=True)
@@ -104,26 +106,6 @@ class Engine(Protocol):
     def update_weights(self, model: Any) -> None:
         """Make later generations use `model`'s current weights (call after each optimiser step)."""
         ...
-
-
-def make_engine(kind: str, model: Any, tokenizer: Any, **options: Any) -> Engine:
-    """Build an engine by name.
-
-    Args:
-        kind: "hf" (transformers, CPU or GPU; shares `model` with the trainer) or "vllm" (needs
-            the `calibrl[vllm]` extra and CUDA; loads `model`'s weights into its own copy).
-        options: passed to `HFEngine` / `VLLMEngine` (e.g. `max_batch_size`,
-            `gpu_memory_utilization`).
-    """
-    if kind == "hf":
-        from calibrl.rollout.hf_engine import HFEngine
-
-        return HFEngine(model, tokenizer, **options)
-    if kind == "vllm":
-        from calibrl.rollout.vllm_engine import VLLMEngine
-
-        return VLLMEngine.from_model(model, tokenizer, **options)
-    raise UserError(f"unknown engine {kind!r}; choose one of {', '.join(ENGINE_KINDS)}")
 
 
 def check_prompts(prompts: Sequence[Sequence[int]]) -> list[list[int]]:

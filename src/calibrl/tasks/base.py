@@ -1,20 +1,21 @@
-"""The protocol's `Task` interface, the one safe verifier, and the `data_source -> task` registry.
+"""The protocol's `Task` interface and the one safe verifier.
 
-Every layer that needs something task-specific (a prompt, an answer check, problems, SFT traces)
-asks the task registered for the row's `data_source`; nothing outside a task's own package and
-`_ensure_builtin_tasks` below imports a task implementation. The registry replaces verl's
-`_select_rm_score_fn` if/elif chain: tasks register themselves by the names they answer to.
+Every layer that needs something task-specific (a prompt, an answer check, problems, SFT traces,
+a file's Arrow schema) asks the task registered for the row's `data_source`
+(`calibrl.tasks.registry`); nothing outside a task's own package and the registry imports a task
+implementation.
 
 Why `Task` lives here and not in `calibrl.protocol`: the protocol package holds the conventions
 that are plain data (tags, prompt texts, mode specs) and imports nothing of calibrl but
-`errors`; a task interface needs its registry, which loads the built-in tasks, and its verifier
-needs a wall-clock limit (`calibrl.utils.timeout`). So `calibrl.tasks` is the layer right above
-the protocol, and `calibrl.tasks.Task` is the protocol's task.
+`errors`; a task's verifier needs a wall-clock limit (`calibrl.utils.timeout`) and its examples
+are `calibrl.data` values. So `calibrl.tasks` is the layer right above the protocol and the data,
+and `calibrl.tasks.Task` is the protocol's task. This module imports no task and no registry, so
+a task's own modules can build on it without an import circle.
 
 Implementing a task: subclass `Task`, set `name`, implement `make_prompt`, `check` and `score`;
 the rest have defaults that either fit any task (`extract_answer`: the last answer block,
-`difficulty`, `problem_key`, `check_ground_truth`) or say the task does not support it
-(`generate`, `convert_file`: `UserError`; SFT traces: None).
+`difficulty`, `problem_key`, `check_ground_truth`, `arrow_schema`: the types Arrow infers) or say
+the task does not support it (`generate`, `convert_file`: `UserError`; SFT traces: None).
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from calibrl.utils.timeout import time_limit
 if TYPE_CHECKING:
     import random
 
+    import pyarrow as pa
+
     from calibrl.data.example import TaskExample
 
-ScoreFn = Callable[..., float]
 Messages = list[dict[str, str]]
 DataSplit = tuple[list["TaskExample"], list["TaskExample"]]  # (train, test)
 VERIFY_TIMEOUT_S = 1.0
@@ -74,6 +76,7 @@ class Task(ABC):
 
     Attributes:
         name: canonical `data_source` value written into data files.
+        aliases: other `data_source` values the task answers to (`register_task`).
         failure_score: what the reward manager writes when scoring a row fails or times out.
         verify_timeout_s: wall-clock limit of one `verify` call (None: no limit).
         prompt_styles: the styles `make_prompt` accepts, the default first.
@@ -82,6 +85,7 @@ class Task(ABC):
     """
 
     name: str
+    aliases: tuple[str, ...] = ()
     failure_score: float = 0.0
     verify_timeout_s: float | None = VERIFY_TIMEOUT_S
     prompt_styles: tuple[str, ...] = ("default",)
@@ -139,6 +143,11 @@ class Task(ABC):
         """Problems read from a file of another project, as this task's train/test examples."""
         raise UserError(f"task {self.name!r} cannot convert data files")
 
+    def arrow_schema(self) -> pa.Schema | None:
+        """The parquet schema of this task's rows (`calibrl.data.verl_schema` with the task's
+        ground_truth and extra_info types), or None to store the types Arrow infers."""
+        return None
+
     # --- supervised warm-up --------------------------------------------------------------------
 
     def reference_trace(self, example: TaskExample, rng: random.Random | None = None,
@@ -158,56 +167,3 @@ class Task(ABC):
     def corpus_texts(self, rng: random.Random) -> list[str]:
         """Sample prompt texts in every style, for fitting a tokenizer to this task."""
         return []
-
-
-_REGISTRY: dict[str, Task] = {}
-
-
-def register_task(task: Task, *aliases: str) -> Task:
-    """Make `task` answer to `task.name` and each alias as a `data_source`."""
-    if not isinstance(task, Task):
-        raise TypeError(f"{type(task).__name__} is not a calibrl.tasks.Task")
-    for source in (task.name, *aliases):
-        if source in _REGISTRY and _REGISTRY[source] is not task:
-            raise ValueError(f"data_source {source!r} is already registered")
-        _REGISTRY[source] = task
-    return task
-
-
-def known_sources() -> list[str]:
-    _ensure_builtin_tasks()
-    return sorted(_REGISTRY)
-
-
-def get_task(data_source: str) -> Task:
-    """The task registered for `data_source`; a clear `UserError` naming the known ones if none."""
-    _ensure_builtin_tasks()
-    try:
-        return _REGISTRY[data_source]
-    except KeyError:
-        raise UserError(
-            f"unknown data_source {data_source!r}; known: {', '.join(known_sources())}"
-        ) from None
-
-
-def select_score_fn(data_source: str) -> ScoreFn:
-    """verl's `_select_rm_score_fn`: the `score(solution_str, ground_truth)` for a source."""
-    return get_task(data_source).score
-
-
-def import_task_modules(modules: list[str]) -> None:
-    """Import user modules that register their own tasks; a missing one is a `UserError`."""
-    import importlib
-
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as err:
-            raise UserError(f"cannot import task module {name!r}: {err}") from None
-
-
-def _ensure_builtin_tasks() -> None:
-    # Importing registers them; done lazily so `calibrl.tasks.base` has no import cycle. The only
-    # import of a built-in task outside its own package.
-    import calibrl.tasks.countdown  # noqa: F401
-    import calibrl.tasks.numeric_qa  # noqa: F401

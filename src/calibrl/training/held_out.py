@@ -13,10 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from calibrl.data import TaskExample, load_examples
+from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.settings import TrainSettings
 from calibrl.tasks import get_task
+from calibrl.tasks.files import load_examples
 
 # (model, tokenizer, examples, engine) -> metrics such as {"accuracy": 0.4, "ece": 0.1, ...}
 Evaluator = Callable[[Any, Any, Sequence[TaskExample], Any], Mapping[str, float]]

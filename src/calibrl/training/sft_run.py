@@ -57,7 +57,7 @@ def load_model(spec: str, seed: int):
 
 def load_problems(config: SFTSettings) -> tuple[list[TaskExample], list[TaskExample], int]:
     """(training problems without held-out ones, held-out problems, number excluded)."""
-    from calibrl.data import load_examples
+    from calibrl.tasks.files import load_examples
 
     for path in (config.data, *config.exclude):
         if not Path(path).is_file():

@@ -60,7 +60,6 @@ from transformers import get_scheduler
 
 from calibrl.algo import build_train_batch, histogram_values, rollout_stats, score_tree
 from calibrl.algo.policy_loss import micro_batch_weight, policy_loss, row_kl_coef
-from calibrl.data import load_examples
 from calibrl.errors import UserError
 from calibrl.models.adapters import (
     final_model,
@@ -70,11 +69,12 @@ from calibrl.models.adapters import (
     trainable_parameters,
 )
 from calibrl.models.loading import load_policy, resolve_model_path
-from calibrl.rollout.engine import make_engine
+from calibrl.rollout.factory import make_engine
 from calibrl.rollout.rollouts import RolloutSettings, run_rollout
 from calibrl.rollout.sampling import step_seed
 from calibrl.settings import TrainSettings, dump_settings
 from calibrl.tasks import get_task, import_task_modules
+from calibrl.tasks.files import load_examples
 from calibrl.training.checkpoint import list_checkpoints, save_checkpoint, set_rng_state
 from calibrl.training.distributed import (
     check_launch,

@@ -1,11 +1,11 @@
 """Countdown: TinyZero's reward functions (made safe) and the task built on them.
 
 Everything outside this package reaches Countdown through the task registry
-(`calibrl.tasks.get_task("countdown")`), never by importing it. The data-set builders are in
-`calibrl.tasks.countdown.data` (not imported here: they need pyarrow, scoring does not).
+(`calibrl.tasks.get_task("countdown")`, which registers `COUNTDOWN`), never by importing it. The
+data-set builders are in `calibrl.tasks.countdown.data` (not imported here: they need pyarrow,
+scoring does not).
 """
 
-from calibrl.tasks.base import register_task
 from calibrl.tasks.countdown.prompts import user_prompt
 from calibrl.tasks.countdown.reward import (
     compute_score,
@@ -16,7 +16,7 @@ from calibrl.tasks.countdown.reward import (
 )
 from calibrl.tasks.countdown.task import CountdownTask
 
-COUNTDOWN = register_task(CountdownTask(), "countdown_3to4", "countdown_tasks")
+COUNTDOWN = CountdownTask()
 
 __all__ = [
     "COUNTDOWN",

@@ -1,6 +1,7 @@
 """Countdown data sets as train/test examples: generated instances, or an existing file converted.
 
-Also the check of a Countdown ground truth read from a file (`countdown_ground_truth`).
+Also the check of a Countdown ground truth read from a file (`countdown_ground_truth`) and the
+Arrow schema of Countdown rows (`arrow_schema`).
 """
 
 from __future__ import annotations
@@ -9,16 +10,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from calibrl.data.example import TaskExample, as_integer
-from calibrl.data.parquet import load_examples
+from calibrl.data.parquet import verl_schema
 from calibrl.errors import UserError
-from calibrl.tasks.base import Conversion, get_task
+from calibrl.tasks.base import Conversion, Task
 from calibrl.tasks.countdown.generate import CountdownInstance, instance_key
 from calibrl.tasks.countdown.prompts import DEFAULT_PROMPT_STYLE, make_messages
 from calibrl.tasks.countdown.solver import solve
+from calibrl.tasks.rows import read_examples
 from calibrl.tasks.splits import resolve_test_size
 
 SOURCE = "countdown"
+
+
+def arrow_schema() -> pa.Schema:
+    """Countdown rows: ground truth `{target, numbers}`, the solver's `solution` and `steps`."""
+    return verl_schema(
+        pa.struct([("target", pa.int64()), ("numbers", pa.list_(pa.int64()))]),
+        [("solution", pa.string()), ("steps", pa.list_(pa.string()))],
+    )
 
 
 def countdown_ground_truth(ground_truth: Any) -> dict[str, Any]:
@@ -67,6 +79,7 @@ def examples_from_instances(instances: list[CountdownInstance], split: str,
 
 def convert_countdown_file(
     path: str | Path,
+    task: Task,
     *,
     n: int | None = None,
     test_size: int | None = None,
@@ -79,20 +92,24 @@ def convert_countdown_file(
     `solve_rows` so are unsolvable ones, while the rest gain a reference solution and steps.
     The first `n` kept rows (all if None) are split as in `generate_countdown`: the first
     test-size rows are the test split. Prompts are rebuilt with our Countdown wording.
+    Rows must name `task`, the Countdown task, or one of its aliases (it is passed in because
+    the task imports this module, and the registry that holds it imports the task).
     """
     if n is not None and n < 1:
         raise UserError(f"n must be at least 1, got {n}")
-    examples = load_examples(path)
+
+    def countdown_only(source: str) -> Task:
+        if source not in (task.name, *task.aliases):
+            raise UserError(f"data_source {source!r} is not Countdown")
+        return task
+
+    examples = read_examples(path, countdown_only)
     seen: set[tuple[tuple[int, ...], int]] = set()
     kept: list[tuple[dict, dict]] = []
     duplicates = unsolvable = 0
     for position, example in enumerate(examples):
         if n is not None and len(kept) == n:
             break
-        if get_task(example.data_source).name != SOURCE:
-            raise UserError(
-                f"{path} row {position}: data_source {example.data_source!r} is not Countdown"
-            )
         ground_truth = example.ground_truth
         key = instance_key(ground_truth["numbers"], ground_truth["target"])
         if key in seen:

@@ -36,6 +36,8 @@ from calibrl.tasks.splits import DEFAULT_TEST_FRACTION
 if TYPE_CHECKING:
     import random
 
+    import pyarrow as pa
+
     from calibrl.data.example import TaskExample
 
 
@@ -48,6 +50,7 @@ class CountdownTask(Task):
     """
 
     name: str = "countdown"
+    aliases = ("countdown_3to4", "countdown_tasks")  # names other Countdown files use
     format_score: float = 0.1
     correct_score: float = 1.0
     failure_score: float = 0.0
@@ -107,8 +110,13 @@ class CountdownTask(Task):
         """A TinyZero/verl or `{target, nums}` file (`convert_countdown_file`)."""
         from calibrl.tasks.countdown.data import convert_countdown_file
 
-        return convert_countdown_file(path, n=n, test_size=test_size,
+        return convert_countdown_file(path, self, n=n, test_size=test_size,
                                       test_fraction=test_fraction, solve_rows=solve)
+
+    def arrow_schema(self) -> pa.Schema:
+        from calibrl.tasks.countdown.data import arrow_schema
+
+        return arrow_schema()
 
     def reference_trace(self, example: TaskExample, rng: random.Random | None = None,
                         failed_attempts: int = 0) -> str | None:

@@ -2,14 +2,14 @@
 multi-step arithmetic word problems; and conversion of `{question, answer}` files (GSM8K too).
 
 Everything outside this package reaches it through the task registry
-(`calibrl.tasks.get_task("numeric_qa")`), never by importing it. The data-set functions are in
-`calibrl.tasks.numeric_qa.data` (not imported here: they need pyarrow, scoring does not).
+(`calibrl.tasks.get_task("numeric_qa")`, which registers `NUMERIC_QA`), never by importing it.
+The data-set functions are in `calibrl.tasks.numeric_qa.data` (not imported here: they need
+pyarrow, scoring does not).
 """
 
-from calibrl.tasks.base import register_task
 from calibrl.tasks.numeric_qa.numbers import format_number, parse_answer, parse_truth
 from calibrl.tasks.numeric_qa.task import NumericQATask
 
-NUMERIC_QA = register_task(NumericQATask(), "numeric-qa")
+NUMERIC_QA = NumericQATask()
 
 __all__ = ["NUMERIC_QA", "NumericQATask", "format_number", "parse_answer", "parse_truth"]

@@ -5,7 +5,8 @@ Ground truth `{"question": str, "answer": str, "num_steps": int | None}`: the an
 canonical text (`numbers.format_number`), `num_steps` the difficulty group (None: unknown). The
 question is part of it because it is what tells two problems apart (`Task.problem_key`). An
 example's `extra` holds `"solution"` (the canonical answer) and `"steps"` (the worked steps,
-empty when the source had none), which `calibrl sft` trains on.
+empty when the source had none), which `calibrl sft` trains on; `arrow_schema` gives their
+parquet types.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from calibrl.data.example import TaskExample, as_integer
-from calibrl.data.parquet import read_rows
+from calibrl.data.parquet import read_rows, verl_schema
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
 from calibrl.tasks.numeric_qa.generate import WordProblem
@@ -25,6 +28,14 @@ from calibrl.tasks.splits import resolve_test_size
 
 SOURCE = "numeric_qa"
 COLUMNS = ("question", "answer")
+
+
+def arrow_schema() -> pa.Schema:
+    """Numeric QA rows: ground truth `{question, answer, num_steps}`, `solution` and `steps`."""
+    return verl_schema(
+        pa.struct([("question", pa.string()), ("answer", pa.string()), ("num_steps", pa.int64())]),
+        [("solution", pa.string()), ("steps", pa.list_(pa.string()))],
+    )
 
 
 def numeric_ground_truth(ground_truth: Any) -> dict[str, Any]:

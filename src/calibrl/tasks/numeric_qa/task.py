@@ -39,6 +39,8 @@ from calibrl.tasks.splits import DEFAULT_TEST_FRACTION
 if TYPE_CHECKING:
     import random
 
+    import pyarrow as pa
+
     from calibrl.data.example import TaskExample
 
 
@@ -51,6 +53,7 @@ class NumericQATask(Task):
     """
 
     name: str = "numeric_qa"
+    aliases = ("numeric-qa",)
     format_score: float = 0.1
     correct_score: float = 1.0
     failure_score: float = 0.0
@@ -118,6 +121,11 @@ class NumericQATask(Task):
 
         return convert_question_file(path, n=n, test_size=test_size,
                                      test_fraction=test_fraction, style=self.prompt_style)
+
+    def arrow_schema(self) -> pa.Schema:
+        from calibrl.tasks.numeric_qa.data import arrow_schema
+
+        return arrow_schema()
 
     def reference_trace(self, example: TaskExample, rng: random.Random | None = None,
                         failed_attempts: int = 0) -> str | None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
-from calibrl.tasks import get_task
+from calibrl.tasks.registry import get_task
 
 
 def difficulty_of(example: TaskExample) -> str:

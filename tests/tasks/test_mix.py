@@ -2,10 +2,10 @@ from collections import Counter
 
 import pytest
 
-from calibrl.data.mix import difficulty_of, mix_by_difficulty, resample_by_difficulty
 from calibrl.errors import UserError
 from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.tasks.mix import difficulty_of, mix_by_difficulty, resample_by_difficulty
 
 
 def _examples():

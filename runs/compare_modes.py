@@ -4,7 +4,10 @@ Uses the data and SFT model of a finished `calibrl demo` run and trains one mode
 seed with the demo's RL settings and the same answer budget (same steps, prompts per step and
 answers per prompt; two-turn additionally samples its confidence turn). Each model is evaluated on
 the held-out split (two_turn and rlvr models with the demo's confidence question as a second turn,
-the rlcr model in its own single-turn format); the table gives mean ± sd over seeds.
+the rlcr model in its own single-turn format); the table gives mean ± sd over seeds. The warmed-up
+model itself is evaluated with the same seeds ("sft": what RL starts from), and two baselines are
+read from the two-turn runs' evaluations: the cross-fitted difficulty table and the answers' own
+likelihood (`calibrl.evaluation.baselines`).
 
     .venv/bin/python runs/compare_modes.py --demo outputs/demo --out outputs/modes --seeds 0 1 2
 """
@@ -24,7 +27,36 @@ from calibrl.training.trainer import Trainer
 
 EVAL_MODE = {"rlvr": "two_turn", "rlcr": "rlcr", "two_turn": "two_turn"}
 METRICS = (("accuracy", "accuracy ↑"), ("ece", "ECE ↓"), ("brier", "Brier ↓"),
-           ("auroc", "AUROC ↑"), ("aurc", "AURC ↓"))
+           ("auroc", "AUROC ↑"), ("within_group_auroc", "within-group AUROC ↑"),
+           ("auroc 2 numbers", "AUROC in 2-number ↑"), ("auroc 3 numbers", "AUROC in 3-number ↑"),
+           ("aurc", "AURC ↓"))
+
+
+def flat(metrics: dict) -> dict:
+    """A run's metrics with each group's AUROC as "auroc <group>"."""
+    groups = metrics.get("by_group") or {}
+    return {**metrics, **{f"auroc {label}": m.get("auroc") for label, m in groups.items()}}
+
+
+def baseline_rows(two_turn: list[dict]) -> dict[str, list[dict]]:
+    """The difficulty table and the answer likelihood on each two-turn run's own answers."""
+    table, likelihood = [], []
+    for metrics in two_turn:
+        baselines = metrics.get("baselines") or {}
+        if baselines.get("difficulty_table"):
+            table.append(baselines["difficulty_table"])
+        if baselines.get("answer_likelihood"):
+            lk = baselines["answer_likelihood"]
+            likelihood.append({**lk, **{f"auroc {label}": v
+                                        for label, v in lk["by_group"].items()}})
+    return {"difficulty table (two_turn's answers)": table,
+            "answer likelihood (two_turn's answers, not stated)": likelihood}
+
+
+def evaluate_sft(demo: DemoSettings, args: argparse.Namespace, seed: int) -> dict:
+    settings = updated(demo.eval, {"seed": seed})
+    return evaluate(args.demo / "sft/model", args.demo / "data/test.parquet",
+                    args.out / f"eval-sft-seed{seed}", settings, name=f"sft-seed{seed}")
 
 
 def train_and_evaluate(demo: DemoSettings, args: argparse.Namespace, mode: str,
@@ -53,7 +85,7 @@ def table(results: dict[str, list[dict]]) -> str:
     lines = ["| mode | seeds | " + " | ".join(label for _, label in METRICS) + " |",
              "|---|---:|" + "---:|" * len(METRICS)]
     for mode, runs in results.items():
-        cells = [_cell([r.get(key) for r in runs]) for key, _ in METRICS]
+        cells = [_cell([flat(r).get(key) for r in runs]) for key, _ in METRICS]
         lines.append(f"| {mode} | {len(runs)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -71,13 +103,15 @@ def main() -> None:
     args = parser.parse_args()
     demo = load_demo_settings(args.recipe)
     args.steps = args.steps or demo.rl.optim.total_steps
-    results: dict[str, list[dict]] = {mode: [] for mode in args.modes}
+    results: dict[str, list[dict]] = {"sft": [], **{mode: [] for mode in args.modes}}
     for seed in args.seeds:
+        results["sft"].append(evaluate_sft(demo, args, seed))
         for mode in args.modes:
             start = time.perf_counter()
             results[mode].append(train_and_evaluate(demo, args, mode, seed))
             print(f"{mode} seed {seed}: {time.perf_counter() - start:.0f} s", flush=True)
-    text = table(results)
+    rows = {**results, **baseline_rows(results.get("two_turn", []))}
+    text = table({name: runs for name, runs in rows.items() if runs})
     (args.out / "compare.md").write_text(text)
     (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     print(text)

@@ -131,6 +131,19 @@ def stage_sft(settings: DemoSettings) -> Path:
     return Path(result.model_dir)
 
 
+def describe_model(model_dir: Path) -> str:
+    """One line: the architecture, its size and its parameter count."""
+    from calibrl.models.loading import load_policy
+    from calibrl.models.tiny import count_parameters
+
+    config = json.loads((model_dir / "config.json").read_text())
+    model, _ = load_policy(str(model_dir))
+    return (f"model: {config['model_type']} with {count_parameters(model) / 1e6:.2f}M parameters "
+            f"(hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, "
+            f"{config['num_attention_heads']} heads, vocabulary {config['vocab_size']}), "
+            f"in {model_dir}")
+
+
 def stage_eval(settings: DemoSettings, model_dir: Path, name: str) -> dict[str, Any]:
     from calibrl.evaluation.run import evaluate
 
@@ -197,6 +210,7 @@ def run_demo(settings: DemoSettings) -> Path:
 
     timed("data", lambda: stage_data_and_rewards(settings, console))
     sft_model = timed("supervised warm-up", lambda: stage_sft(settings))
+    console.print(describe_model(sft_model))
     before = timed("evaluation before RL", lambda: stage_eval(settings, sft_model, "eval-before"))
     rl_model = timed("two-turn RLCR", lambda: stage_rl(settings, sft_model))
     after = timed("evaluation after RL", lambda: stage_eval(settings, rl_model, "eval-after"))

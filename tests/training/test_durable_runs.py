@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 import calibrl.training.trainer as trainer_module
+import calibrl.training.update as update_module
 from calibrl.cli.main import main
 from calibrl.data import TaskExample
 from calibrl.models import create_tiny_model
@@ -100,7 +101,7 @@ def test_damaged_latest_checkpoint_falls_back_and_logs_are_cut(tmp_path, capsys,
 
 def test_non_finite_loss_stops_with_exit_2_and_keeps_the_good_checkpoints(
         tmp_path, capsys, inputs, monkeypatch):
-    real_loss, real_step = trainer_module.policy_loss, trainer_module.Trainer.train_step
+    real_loss, real_step = update_module.policy_loss, trainer_module.Trainer.train_step
     poisoned = {"on": False}
 
     def loss(*args, **kwargs):
@@ -111,7 +112,7 @@ def test_non_finite_loss_stops_with_exit_2_and_keeps_the_good_checkpoints(
         poisoned["on"] = self.step + 1 >= 3
         return real_step(self)
 
-    monkeypatch.setattr(trainer_module, "policy_loss", loss)
+    monkeypatch.setattr(update_module, "policy_loss", loss)
     monkeypatch.setattr(trainer_module.Trainer, "train_step", step)
     err = _fails(capsys, inputs, tmp_path)
     assert "step 3: non-finite loss (nan)" in err and "checkpoint-000002" in err

@@ -6,8 +6,8 @@ So every response starts at column P, and everything per token (masks, `advantag
 `[B, R]`. The context is never trained, which masks the inserted user turn for free.
 
 The batch holds no sampling log-probs: the trainer takes the old log-probs from the policy itself
-(`Trainer._optimise`: the current policy for one pass, a frozen copy for more), so they always
-match the training forward pass exactly.
+(`calibrl.training.update`: the current policy for one pass, a frozen copy for more), so they
+always match the training forward pass exactly.
 """
 
 from __future__ import annotations

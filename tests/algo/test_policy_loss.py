@@ -5,13 +5,8 @@ import math
 import pytest
 import torch
 
-from calibrl.algo.policy_loss import (
-    aggregate_loss,
-    kl_penalty,
-    micro_batch_weight,
-    policy_loss,
-    row_kl_coef,
-)
+from calibrl.algo import aggregate_loss, aggregation_names, kl_penalty, micro_batch_weight
+from calibrl.algo.policy_loss import policy_loss, row_kl_coef
 from calibrl.errors import UserError
 
 
@@ -199,7 +194,7 @@ def test_per_type_metrics():
     assert not any(k.startswith("confidence/") for k in m)
 
 
-@pytest.mark.parametrize("agg", ["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"])
+@pytest.mark.parametrize("agg", aggregation_names())
 def test_micro_batch_weights_recover_the_full_batch_loss(agg):
     logp, old, adv, mask, _ = random_inputs(2, rows=7)
     full, _ = policy_loss(logp, old, adv, mask, agg=agg, max_len=7)

@@ -56,6 +56,8 @@ BAD = [
     (["optim.lr.x=1"], "config optim.lr:"),
     (["optim=3"], "config optim:"),
     (["algorithm.clip_low=1.0"], "config algorithm.clip_low:"),
+    (["algorithm.loss_agg=sum"], "config algorithm.loss_agg: unknown loss aggregation 'sum'"),
+    (["algorithm.kl_estimator=k4"], "config algorithm.kl_estimator: unknown KL estimator 'k4'"),
 ]
 
 

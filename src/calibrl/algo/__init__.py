@@ -11,7 +11,22 @@ from calibrl.algo.advantages import (
     confidence_advantages_by_group,
     group_normalize,
 )
+from calibrl.algo.aggregation import (
+    Aggregation,
+    aggregate_loss,
+    aggregation_names,
+    get_aggregation,
+    micro_batch_weight,
+    register_aggregation,
+)
 from calibrl.algo.batch import TrainBatch, build_train_batch, response_logprobs, row_advantages
+from calibrl.algo.kl import (
+    KLEstimator,
+    get_kl_estimator,
+    kl_estimator_names,
+    kl_penalty,
+    register_kl_estimator,
+)
 from calibrl.algo.masks import (
     answer_char_span,
     char_span,
@@ -20,14 +35,7 @@ from calibrl.algo.masks import (
     span_loss_mask,
     token_char_offsets,
 )
-from calibrl.algo.policy_loss import (
-    AGGREGATIONS,
-    KL_ESTIMATORS,
-    aggregate_loss,
-    kl_penalty,
-    micro_batch_weight,
-    policy_loss,
-)
+from calibrl.algo.policy_loss import policy_loss
 from calibrl.algo.rollout_tree import (
     ANSWER,
     CONFIDENCE,
@@ -41,17 +49,18 @@ from calibrl.algo.scoring import score_tree
 from calibrl.algo.stats import confidence_histogram, histogram_values, rollout_stats
 
 __all__ = [
-    "AGGREGATIONS",
     "ANSWER",
     "CONFIDENCE",
     "CONFIDENCE_LEVELS",
-    "KL_ESTIMATORS",
+    "Aggregation",
     "AnswerNode",
+    "KLEstimator",
     "PromptNode",
     "RolloutTree",
     "Sample",
     "TrainBatch",
     "aggregate_loss",
+    "aggregation_names",
     "answer_advantages",
     "answer_advantages_by_group",
     "answer_char_span",
@@ -61,12 +70,17 @@ __all__ = [
     "confidence_advantages_by_group",
     "confidence_char_span",
     "confidence_histogram",
+    "get_aggregation",
+    "get_kl_estimator",
     "group_normalize",
     "histogram_values",
     "iter_rows",
+    "kl_estimator_names",
     "kl_penalty",
     "micro_batch_weight",
     "policy_loss",
+    "register_aggregation",
+    "register_kl_estimator",
     "response_logprobs",
     "rlcr_char_span",
     "rollout_stats",

@@ -9,101 +9,20 @@ Per token, with `r = exp(logp - old_logp)` and advantage `A`:
 Answer and confidence rows sit in one batch; each row's own `loss_mask` and `advantages` select
 what it trains, so nothing here depends on the sample type except the reported metrics.
 
-Aggregation over the batch (`agg`):
-- "token_mean" (the default): `sum(l * M) / (sum(M) + eta)`; every token weighs the same,
-  whichever row it is in;
-- "seq_mean_token_mean": GRPO; each row's masked mean, then the mean over rows with a non-empty
-  mask;
-- "seq_mean_token_sum_norm": Dr. GRPO; `sum(l * M) / (rows * max_len)`, a constant normaliser
-  (`max_len` defaults to the mask width R; pass the configured maximum response length so the
-  scale does not depend on how the batch was padded or trimmed).
-
-With gradient accumulation, multiply each micro-batch loss by `micro_batch_weight(...)` so the
-accumulated gradient equals the full batch's.
+The per-token loss is reduced to one number by a registered aggregation (`agg`, see
+`calibrl.algo.aggregation`) and the KL term is a registered estimator (`kl_estimator`, see
+`calibrl.algo.kl`). With gradient accumulation, multiply each micro-batch loss by
+`micro_batch_weight(...)` so the accumulated gradient equals the full batch's.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 
+from calibrl.algo.aggregation import aggregate_loss, get_aggregation
+from calibrl.algo.kl import kl_penalty
 from calibrl.algo.rollout_tree import CONFIDENCE, SAMPLE_TYPE_NAMES
 from calibrl.errors import UserError
-
-Aggregation = Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"]
-AGGREGATIONS: tuple[str, ...] = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm")
-KLEstimator = Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"]
-# verl's names (`actor.kl_loss_type`); each alias computes the same estimate as its partner.
-KL_ESTIMATORS: tuple[str, ...] = ("k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl")
-# k3's clamps, as verl's `low_var_kl`: the log-ratio before exp(), the estimate after it.
-K3_LOG_RATIO_CLAMP = 20.0
-K3_VALUE_CLAMP = 10.0
-
-
-def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: KLEstimator = "k3"
-               ) -> torch.Tensor:
-    """Per-token estimate of KL(policy || reference) from sampled tokens, `[B, R]`.
-
-    With `d = logp - ref_logp` (verl's names in brackets):
-        k1 ("kl")          d                      unbiased, can be negative
-        abs                |d|
-        k2 ("mse")         d^2 / 2                biased, low variance
-        k3 ("low_var_kl")  exp(-d) + d - 1        Schulman's unbiased, non-negative estimator;
-                           -d clamped to ±20 before exp, the result clamped to ±10 (as verl)
-    k1, abs and k2 are not clamped (verl does not clamp them either).
-    """
-    if estimator not in KL_ESTIMATORS:
-        raise UserError(f"unknown KL estimator {estimator!r}; expected one of {KL_ESTIMATORS}")
-    d = logp - ref_logp
-    if estimator in ("k1", "kl"):
-        return d
-    if estimator == "abs":
-        return d.abs()
-    if estimator in ("k2", "mse"):
-        return 0.5 * d.square()
-    neg = (-d).clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)  # log(ref / policy)
-    return (torch.exp(neg) - neg - 1.0).clamp(-K3_VALUE_CLAMP, K3_VALUE_CLAMP)
-
-
-def aggregate_loss(
-    per_token: torch.Tensor,
-    loss_mask: torch.Tensor,
-    agg: Aggregation = "token_mean",
-    *,
-    max_len: int | None = None,
-    eta: float = 1e-8,
-) -> torch.Tensor:
-    """Reduce a per-token loss `[B, R]` under a 0/1 mask `[B, R]` to a scalar (see module doc)."""
-    mask = loss_mask.to(per_token.dtype)
-    masked = torch.where(mask > 0, per_token, torch.zeros_like(per_token))  # NaN-safe where M=0
-    if agg == "token_mean":
-        return masked.sum() / (mask.sum() + eta)
-    if agg == "seq_mean_token_mean":
-        tokens = mask.sum(-1)  # [B]
-        rows = tokens > 0
-        seq_mean = masked.sum(-1) / tokens.clamp_min(1.0)  # [B]
-        return (seq_mean * rows).sum() / (rows.sum() + eta)
-    if agg == "seq_mean_token_sum_norm":
-        width = per_token.shape[-1] if max_len is None else max_len
-        return masked.sum() / (per_token.shape[0] * width + eta)
-    raise UserError(f"unknown loss aggregation {agg!r}; expected one of {AGGREGATIONS}")
-
-
-def micro_batch_weight(
-    agg: Aggregation, micro_mask: torch.Tensor, full_mask: torch.Tensor
-) -> float:
-    """Weight of a micro-batch loss so that the weighted sum over micro-batches equals the loss
-    of the full batch (up to `eta`): its share of tokens, of non-empty rows, or of rows."""
-    if agg == "token_mean":
-        return float(micro_mask.sum()) / max(float(full_mask.sum()), 1.0)
-    if agg == "seq_mean_token_mean":
-        return float((micro_mask.sum(-1) > 0).sum()) / max(
-            float((full_mask.sum(-1) > 0).sum()), 1.0
-        )
-    if agg == "seq_mean_token_sum_norm":
-        return micro_mask.shape[0] / max(full_mask.shape[0], 1)
-    raise UserError(f"unknown loss aggregation {agg!r}; expected one of {AGGREGATIONS}")
 
 
 def _check_options(clip_low: float, clip_high: float, dual_clip: float | None, agg: str) -> None:
@@ -116,8 +35,7 @@ def _check_options(clip_low: float, clip_high: float, dual_clip: float | None, a
         raise UserError(
             f"dual_clip must be > 1 (it bounds the loss at -dual_clip * A), got {dual_clip}"
         )
-    if agg not in AGGREGATIONS:
-        raise UserError(f"unknown loss aggregation {agg!r}; expected one of {AGGREGATIONS}")
+    get_aggregation(agg)  # an unknown name: a UserError naming the known ones
 
 
 def row_kl_coef(sample_type: torch.Tensor, kl_coef: float, kl_coef_confidence: float | None
@@ -133,9 +51,9 @@ def row_kl_coef(sample_type: torch.Tensor, kl_coef: float, kl_coef_confidence: f
 def policy_loss(
     logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, loss_mask: torch.Tensor,
     *, clip_low: float = 0.2, clip_high: float = 0.2, dual_clip: float | None = None,
-    agg: Aggregation = "token_mean", max_len: int | None = None,
+    agg: str = "token_mean", max_len: int | None = None,
     ref_logp: torch.Tensor | None = None, kl_coef: float | torch.Tensor = 0.0,
-    kl_estimator: KLEstimator = "k3",
+    kl_estimator: str = "k3",
     eta: float = 1e-8, log_ratio_clip: float = 20.0, sample_type: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The clipped surrogate loss and its metrics.
@@ -148,7 +66,7 @@ def policy_loss(
             even NaN: they are selected away, never multiplied by 0.
         clip_low, clip_high: the ratio is clipped to `[1 - clip_low, 1 + clip_high]`.
         dual_clip: if set (> 1), caps the loss of negative-advantage tokens at `-dual_clip * A`.
-        agg, max_len, eta: aggregation (module doc); `eta` (default 1e-8) only guards an empty
+        agg, max_len, eta: aggregation (`calibrl.algo.aggregation`); `eta` (default 1e-8) only guards an empty
             mask in the token-mean denominator `sum(M) + eta`, so it is negligible otherwise.
         ref_logp, kl_coef, kl_estimator: optional KL penalty to a reference policy, added per
             token before aggregation when `ref_logp` is given and `kl_coef` is not all 0;

@@ -5,6 +5,7 @@ fields (`AnswerSampling`, `ConfidenceSampling`) with the rollout of training.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -102,6 +103,37 @@ class RolloutSection(ConfidenceSampling):
                                                "GPU memory when colocated with training.")
 
 
+# The names `calibrl.algo` registers for `algorithm.loss_agg` (`calibrl.algo.aggregation`) and
+# `algorithm.kl_estimator` (`calibrl.algo.kl`, aliases after their estimator), each with its
+# help text. Settings may not import algo, so they are listed here once; tests/algo/
+# test_registries.py checks that they are exactly the registered names.
+LOSS_AGGREGATIONS: dict[str, str] = {
+    "token_mean": "over all masked tokens of the batch (every token weighs the same)",
+    "seq_mean_token_mean": "each row's mean, then the mean over rows (GRPO)",
+    "seq_mean_token_sum_norm": "sum / (rows * max response length) (Dr. GRPO)",
+}
+KL_ESTIMATORS: dict[str, str] = {
+    "k1": "d = logp - ref_logp", "kl": "same as k1", "abs": "|d|", "k2": "d^2 / 2",
+    "mse": "same as k2", "k3": "exp(-d) + d - 1, clamped", "low_var_kl": "same as k3",
+}
+
+
+def _choices_help(choices: dict[str, str]) -> str:
+    return "; ".join(f"{name}: {text}" for name, text in choices.items())
+
+
+def one_of(names: Iterable[str], what: str) -> Callable[[str], str]:
+    """A field validator accepting only `names`; anything else is a `ValueError` (a pydantic
+    field error) that lists them."""
+    allowed = tuple(names)
+
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")
+        return value
+    return check
+
+
 def known_mode(value: str) -> str:
     """The canonical name of a registered mode; `ValueError` (a pydantic field error) if none."""
     try:
@@ -131,10 +163,8 @@ class AlgorithmSection(Section):
     clip_high: float = Field(0.2, ge=0, description="Upper PPO clip range (1 + clip_high).")
     dual_clip: float | None = Field(None, gt=1, description="Dual-clip constant c for negative "
                                     "advantages; None disables.")
-    loss_agg: Literal["token_mean", "seq_mean_token_mean", "seq_mean_token_sum_norm"] = Field(
-        "token_mean", description="Loss normalisation: over all masked tokens of the batch "
-        "(every token weighs the same), per-sequence mean (GRPO), or sum / (rows * max_len) "
-        "(Dr. GRPO).")
+    loss_agg: str = Field("token_mean", description="Loss normalisation (calibrl.algo."
+                          "aggregation): " + _choices_help(LOSS_AGGREGATIONS) + ".")
     kl_coef: float = Field(0.0, ge=0, description="KL penalty to the reference model; 0 loads "
                            "no reference model.")
     kl_coef_confidence: float | None = Field(None, ge=0, description="KL coefficient on "
@@ -142,13 +172,14 @@ class AlgorithmSection(Section):
                                              "only the answers, so the confidence can move "
                                              "freely (the reference model is loaded when "
                                              "either coefficient is above 0).")
-    kl_estimator: Literal["k1", "kl", "abs", "k2", "mse", "k3", "low_var_kl"] = Field(
-        "k3", description="KL estimator, by verl's names and clamps (calibrl.algo.policy_loss."
-        "kl_penalty): k1/kl, abs, k2/mse, k3/low_var_kl.")
+    kl_estimator: str = Field("k3", description="KL estimator, by verl's names and clamps "
+                              "(calibrl.algo.kl): " + _choices_help(KL_ESTIMATORS) + ".")
     ppo_epochs: int = Field(1, ge=1, description="Optimisation passes over each rollout; >1 "
                             "recomputes old log-probs with the pre-update policy.")
 
     _known_mode = field_validator("mode")(known_mode)
+    _known_loss_agg = field_validator("loss_agg")(one_of(LOSS_AGGREGATIONS, "loss aggregation"))
+    _known_kl_estimator = field_validator("kl_estimator")(one_of(KL_ESTIMATORS, "KL estimator"))
 
     @property
     def uses_reference(self) -> bool:

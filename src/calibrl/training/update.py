@@ -18,8 +18,9 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
+from calibrl.algo.aggregation import micro_batch_weight
 from calibrl.algo.batch import TrainBatch
-from calibrl.algo.policy_loss import micro_batch_weight, policy_loss, row_kl_coef
+from calibrl.algo.policy_loss import policy_loss, row_kl_coef
 from calibrl.errors import UserError
 from calibrl.settings import TrainSettings
 from calibrl.training.build import Policy

@@ -5,13 +5,12 @@ import json
 import pytest
 
 from calibrl.cli.main import main
-from calibrl.models import create_tiny_model
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def files(tmp_path_factory, tiny_model_dir):
     root = tmp_path_factory.mktemp("cli")
-    model = create_tiny_model(root / "model", hidden_size=32, num_layers=1, num_heads=2)
+    model = tiny_model_dir
     good = {"target": 3, "nums": [1, 2]}
     (root / "good.jsonl").write_text(json.dumps(good) + "\n")
     (root / "bad_row.jsonl").write_text(json.dumps(good) + "\n" + json.dumps({"target": 3}) + "\n")

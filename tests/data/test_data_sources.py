@@ -10,7 +10,6 @@ import pytest
 from calibrl.cli.main import main
 from calibrl.data.sources import HubSource, hub_source
 from calibrl.errors import UserError
-from calibrl.models import create_tiny_model
 from calibrl.tasks.files import load_examples
 
 datasets = pytest.importorskip("datasets")
@@ -100,9 +99,9 @@ def test_a_file_is_read_directly_without_datasets(tmp_path, monkeypatch):
         load_examples(tmp_path / "nope.parquet")
 
 
-def test_train_reads_a_hub_id(tmp_path, monkeypatch):
+def test_train_reads_a_hub_id(tmp_path, monkeypatch, tiny_model_dir):
     calls = _fake_hub(monkeypatch)
-    model = create_tiny_model(tmp_path / "m", hidden_size=32, num_layers=1, num_heads=2)
+    model = tiny_model_dir
     main(["train", f"model.path={model}", "data.train_path=someone/countdown:test",
           f"logging.output_dir={tmp_path}", "logging.run_name=run", "logging.tensorboard=false",
           "optim.total_steps=1", "rollout.prompts_per_step=2", "rollout.num_generations_answer=2",

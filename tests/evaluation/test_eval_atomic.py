@@ -5,14 +5,14 @@ import pytest
 import calibrl.evaluation.run as run_module
 from calibrl.data import TaskExample
 from calibrl.evaluation.run import evaluate
-from calibrl.models import create_tiny_model
 from calibrl.settings import EvalSection
 from calibrl.tasks.countdown import COUNTDOWN
 from calibrl.tasks.files import write_examples
 
 
-def test_a_failed_evaluation_keeps_the_old_predictions_and_metrics(tmp_path, monkeypatch):
-    model = create_tiny_model(tmp_path / "model", hidden_size=32, num_layers=1, num_heads=2)
+def test_a_failed_evaluation_keeps_the_old_predictions_and_metrics(tmp_path, monkeypatch,
+                                                                    tiny_model_dir):
+    model = tiny_model_dir
     gts = [{"target": 3, "numbers": [1, 2]}, {"target": 4, "numbers": [2, 2]}]
     data = write_examples(tmp_path / "test.parquet", [
         TaskExample("countdown", COUNTDOWN.make_prompt(gt), gt, i, "test")
@@ -34,5 +34,5 @@ def test_a_failed_evaluation_keeps_the_old_predictions_and_metrics(tmp_path, mon
         evaluate(model, data, out, EvalSection(max_answer_tokens=6, max_confidence_tokens=4,
                                                 seed=1))
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval", "model", "test.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval", "test.parquet"]
     assert "predictions.jsonl" in before and "metrics.json" in before

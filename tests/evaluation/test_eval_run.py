@@ -9,16 +9,15 @@ from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.evaluation.bootstrap import BOOTSTRAP_METRICS
 from calibrl.evaluation.run import evaluate
-from calibrl.models import create_tiny_model
 from calibrl.settings import EvalSection
 from calibrl.tasks.countdown import COUNTDOWN
 from calibrl.tasks.files import write_examples
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(tmp_path_factory, tiny_model_dir):
     root = tmp_path_factory.mktemp("eval")
-    model = create_tiny_model(root / "model", hidden_size=32, num_layers=1, num_heads=2)
+    model = tiny_model_dir
     # Two and three numbers alternate, so predictions fall into two difficulty groups.
     gts = [{"target": 3 + i, "numbers": [1, 2, i][: 2 + i % 2]} for i in range(5)]
     data = write_examples(root / "test.parquet", [

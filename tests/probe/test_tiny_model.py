@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 
 from calibrl.cli.probe_cmd import probe, unescape
 from calibrl.errors import UserError
-from calibrl.models import create_tiny_model
 from calibrl.probe.runner import ROWS_FILE, iter_rows, run_probe
 from calibrl.probe.sampler import CachedSampler, EngineSampler
 from calibrl.rollout.hf_engine import HFEngine
@@ -61,9 +60,9 @@ def test_engine_sampler_run(tmp_path, model, tokenizer, examples):
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory, examples):
+def files(tmp_path_factory, examples, tiny_model_dir):
     root = tmp_path_factory.mktemp("probe-cli")
-    model = create_tiny_model(root / "model", hidden_size=32, num_layers=1, num_heads=2)
+    model = tiny_model_dir
     data = write_examples(root / "test.parquet", examples)
     return root, model, data
 

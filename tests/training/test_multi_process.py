@@ -64,6 +64,7 @@ def test_two_ranks_train_as_one_process_on_the_same_global_batch(tmp_path, varia
 
     infos = [json.loads((two / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [info["processes"] for info in infos] == [2, 2]
+    assert json.loads((two / "run/run_info.json").read_text())["world_size"] == 2
     # Each rank has 12 rows a step, 3 micro-batches of 5; with no_sync the gradients are reduced
     # once per pass (without it, 3 times): 3 steps of `passes` passes.
     assert [info["gradient_reductions"] for info in infos] == [3 * passes] * 2

@@ -17,6 +17,11 @@ accelerate ran on one GPU (one process, so FSDP did not shard; benchmarks/gpu); 
 not run. Unlike TRL, the
 ZeRO-3 path leaves DeepSpeed's module hooks in place while the parameters are gathered.
 
+What a run was launched as (world size, distributed type, mixed precision) is easy to get wrong
+silently: a launcher without `ACCELERATE_USE_CPU=1` or a forgotten `--mixed_precision` still
+trains. `record_launch` prints it at start-up and keeps it in the run folder's `run_info.json`,
+beside config.yaml, which stays the settings alone and loadable as a config.
+
 Checkpoints of several or sharded processes: `save_processes_state` has every process write its part with
 accelerate's `save_state` (sharded optimiser and model under FSDP / DeepSpeed, every process's
 RNG states), and `gathered_state_dict` gives the whole weights for the Hugging Face `model/`.
@@ -25,9 +30,11 @@ RNG states), and `gathered_state_dict` gives the whole weights for the Hugging F
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,9 @@ from accelerate.utils import DistributedType, gather_object
 
 from calibrl.algo.rollout_tree import RolloutTree
 from calibrl.errors import UserError
+from calibrl.utils.atomic import atomic_write_text
+
+RUN_INFO_FILE = "run_info.json"
 
 
 def check_launch(accelerator: Accelerator) -> None:
@@ -50,6 +60,44 @@ def check_launch(accelerator: Accelerator) -> None:
     if accelerator.distributed_type == DistributedType.FSDP and accelerator.is_fsdp2:
         raise UserError("FSDP2 is not supported (generation needs whole weights); use "
                         "fsdp_version 1, DeepSpeed or DDP")
+
+
+def launch_info(accelerator: Accelerator) -> dict[str, Any]:
+    """What this run was launched as, in accelerate's words: `world_size` (processes),
+    `distributed_type` ("NO" for one plain process, "MULTI_CPU", "MULTI_GPU", "FSDP",
+    "DEEPSPEED", ...), `mixed_precision` ("no", "bf16", "fp16", ...) and the main device."""
+    kind = accelerator.distributed_type
+    return {"world_size": accelerator.num_processes,
+            "distributed_type": getattr(kind, "value", str(kind)),
+            "mixed_precision": str(accelerator.mixed_precision),
+            "device": str(accelerator.device)}
+
+
+def describe_launch(info: dict[str, Any]) -> str:
+    """One line of `launch_info` for the start of a run's output."""
+    return (f"launch: world size {info['world_size']} ({info['distributed_type']}), "
+            f"mixed precision {info['mixed_precision']}, device {info['device']}")
+
+
+def record_launch(accelerator: Accelerator, run_dir: Path) -> dict[str, Any]:
+    """Print `launch_info` and write it to `run_dir/run_info.json` (main process; the others
+    only return it). A resumed run keeps the launches before it under `earlier_launches`, so a
+    run continued with another world size or precision shows both."""
+    info = {**launch_info(accelerator), "started": datetime.now(timezone.utc).isoformat(
+        timespec="seconds")}
+    if not accelerator.is_main_process:
+        return info
+    print(describe_launch(info), flush=True)
+    path = Path(run_dir) / RUN_INFO_FILE
+    try:
+        before = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a fresh run (or an unreadable file: only history is lost)
+        before = None
+    if isinstance(before, dict):
+        earlier = before.pop("earlier_launches", [])
+        info["earlier_launches"] = [*(earlier if isinstance(earlier, list) else []), before]
+    atomic_write_text(path, json.dumps(info, indent=2) + "\n")
+    return info
 
 
 def shard_bounds(count: int, rank: int, world_size: int) -> tuple[int, int]:

@@ -14,8 +14,9 @@ a task's own modules can build on it without an import circle.
 
 Implementing a task: subclass `Task`, set `name`, implement `make_prompt`, `check` and `score`;
 the rest have defaults that either fit any task (`extract_answer`: the last answer block,
-`difficulty`, `problem_key`, `check_ground_truth`, `arrow_schema`: the types Arrow infers) or say
-the task does not support it (`generate`, `convert_file`: `UserError`; SFT traces: None).
+`extra_scores`: none, `difficulty`, `problem_key`, `check_ground_truth`, `arrow_schema`: the
+types Arrow infers) or say the task does not support it (`generate`, `convert_file`:
+`UserError`; SFT traces: None).
 """
 
 from __future__ import annotations
@@ -114,6 +115,14 @@ class Task(ABC):
     @abstractmethod
     def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
         """Reward-manager score of a decoded prompt+response string (verl semantics)."""
+
+    def extra_scores(self, answer_text: str, ground_truth: Mapping[str, Any]
+                     ) -> dict[str, float]:
+        """Scores of one answer beside `verify`'s right or wrong, by name, that evaluation
+        averages and reports next to accuracy (short answer: `{"token_f1": ...}`).
+        `answer_text` as `verify` takes it; every answer of a task gets the same names. Must not
+        raise on model output. Default: none."""
+        return {}
 
     def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
         """A short label of the problem's difficulty group (metrics are reported per group)."""

@@ -72,7 +72,8 @@ def _ensure_builtin_tasks() -> None:
         return
     from calibrl.tasks.countdown import COUNTDOWN
     from calibrl.tasks.numeric_qa import NUMERIC_QA
+    from calibrl.tasks.short_answer import SHORT_ANSWER
 
-    for task in (COUNTDOWN, NUMERIC_QA):
+    for task in (COUNTDOWN, NUMERIC_QA, SHORT_ANSWER):
         register_task(task)
     _builtins_registered = True

@@ -1,0 +1,128 @@
+"""The short-answer task: a factual question (HotpotQA, TriviaQA, SimpleQA) answered by a short
+phrase in `<answer>…</answer>`, right iff it matches an accepted answer after SQuAD's
+normalisation (`calibrl.tasks.short_answer.normalize`).
+
+Scoring follows the verl convention the other tasks use (`Task.score`): 0 when the response has
+no answer block, `format_score` (0.1) when its answer is wrong, `correct_score` (1.0) when it is
+right; `verify` is True exactly when `score` gives `correct_score`. Beside right or wrong,
+`extra_scores` gives SQuAD's token F1, the partial credit these data sets also report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from calibrl.protocol.completions import answer_trace, last_answer, response_part
+from calibrl.tasks.base import Conversion, Messages, Task
+from calibrl.tasks.short_answer.normalize import exact_match, max_token_f1
+from calibrl.tasks.short_answer.prompts import (
+    DEFAULT_PROMPT_STYLE,
+    INSTRUCTION,
+    PROMPT_STYLES,
+    make_messages,
+)
+
+if TYPE_CHECKING:
+    import random
+
+    import pyarrow as pa
+
+    from calibrl.data.example import TaskExample
+
+F1_SCORE = "token_f1"  # the name `extra_scores` reports SQuAD's token F1 under
+_CORPUS_QUESTIONS = ("Which city is the capital of France?",
+                     "Who wrote the novel that the film Sunset Boulevard is not based on?")
+
+
+@dataclass(frozen=True)
+class ShortAnswerTask(Task):
+    """Answer a question with a short phrase; right iff it normalises to an accepted answer.
+
+    Ground truth `{"question": str, "answers": [str, ...], "difficulty": str | None}` (see
+    `calibrl.tasks.short_answer.data`).
+    """
+
+    name: str = "short_answer"
+    aliases = ("short-answer",)
+    format_score: float = 0.1
+    correct_score: float = 1.0
+    failure_score: float = 0.0
+    prompt_style: str = DEFAULT_PROMPT_STYLE  # a key of PROMPT_STYLES
+
+    prompt_styles = tuple(PROMPT_STYLES)
+
+    def make_prompt(self, ground_truth: Mapping[str, Any], style: str | None = None) -> Messages:
+        return make_messages(ground_truth, style or self.prompt_style)
+
+    def check(self, answer_text: str, ground_truth: Mapping[str, Any]) -> bool:
+        """The last answer block normalises to the same non-empty text as an accepted answer."""
+        given = last_answer(answer_text)
+        return given is not None and exact_match(given, ground_truth["answers"])
+
+    def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
+        """0 (no answer block), `format_score` (a wrong answer) or `correct_score`, for a decoded
+        prompt+response string or a response alone."""
+        response = response_part(solution_str)
+        if last_answer(response) is None:
+            return 0.0
+        return self.correct_score if self.verify(response, ground_truth) else self.format_score
+
+    def extra_scores(self, answer_text: str, ground_truth: Mapping[str, Any]
+                     ) -> dict[str, float]:
+        """`{"token_f1": F1}`: SQuAD's token F1 of the last answer block against the best
+        accepted answer; 0.0 when there is no answer block or the text is not a string."""
+        given = last_answer(answer_text) if isinstance(answer_text, str) else None
+        try:
+            f1 = 0.0 if given is None else max_token_f1(given, ground_truth["answers"])
+        except Exception:  # a malformed ground truth must not stop an evaluation either
+            f1 = 0.0
+        return {F1_SCORE: f1}
+
+    def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
+        """The row's own difficulty (HotpotQA's level), or "all" when it has none."""
+        return ground_truth.get("difficulty") or "all"
+
+    def check_ground_truth(self, ground_truth: Any) -> dict[str, Any]:
+        from calibrl.tasks.short_answer.data import short_answer_ground_truth
+
+        return short_answer_ground_truth(ground_truth)
+
+    def problem_key(self, ground_truth: Mapping[str, Any]) -> Hashable:
+        """The question, up to spacing."""
+        from calibrl.tasks.short_answer.data import question_key
+
+        return question_key(ground_truth["question"])
+
+    def convert_file(self, path: str | Path, *, n: int | None = None,
+                     test_size: int | None = None, test_fraction: float | None = None,
+                     solve: bool = True) -> Conversion:
+        """TriviaQA, HotpotQA or `{question, answers}` rows (`convert_answer_file`); `solve`
+        does not apply: the answers are given."""
+        from calibrl.tasks.short_answer.data import convert_answer_file
+
+        return convert_answer_file(path, n=n, test_size=test_size, test_fraction=test_fraction,
+                                   style=self.prompt_style)
+
+    def arrow_schema(self) -> pa.Schema:
+        from calibrl.tasks.short_answer.data import arrow_schema
+
+        return arrow_schema()
+
+    def reference_trace(self, example: TaskExample, rng: random.Random | None = None,
+                        failed_attempts: int = 0) -> str | None:
+        """The first accepted answer after an empty think block: the data sets give no
+        reasoning, and a recalled fact has no search to show."""
+        return answer_trace([], example.ground_truth["answers"][0])
+
+    # No wrong_trace: one row holds no plausible wrong answer (a made-up one would teach the
+    # confidence turn that wrong answers look made up).
+
+    def corpus_texts(self, rng: random.Random) -> list[str]:
+        """The instruction, and sample questions in each style."""
+        texts = [INSTRUCTION]
+        texts += [m["content"] for question in _CORPUS_QUESTIONS for style in PROMPT_STYLES
+                  for m in make_messages({"question": question}, style)]
+        return texts

@@ -10,6 +10,9 @@ read from the two-turn runs' evaluations: the cross-fitted difficulty table and 
 likelihood (`calibrl.evaluation.baselines`).
 
     .venv/bin/python runs/compare_modes.py --demo outputs/demo --out outputs/modes --seeds 0 1 2
+
+`--set key=value ...` changes the RL settings of every run (a route to try, e.g.
+`--set rollout.num_generations_confidence=8`); `--no-sft` skips the warmed-up model's row.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import json
 import statistics
 import time
 from pathlib import Path
+
+import yaml
 
 from calibrl.demo.pipeline import load_demo_settings
 from calibrl.evaluation.run import evaluate
@@ -62,7 +67,7 @@ def evaluate_sft(demo: DemoSettings, args: argparse.Namespace, seed: int) -> dic
 def train_and_evaluate(demo: DemoSettings, args: argparse.Namespace, mode: str,
                        seed: int) -> dict:
     data, run = args.demo / "data", f"{mode}-seed{seed}"
-    cfg = updated(demo.rl, {"algorithm.mode": mode, "seed": seed,
+    cfg = updated(demo.rl, {**args.set, "algorithm.mode": mode, "seed": seed,
                             "model.path": str(args.demo / "sft/model"),
                             "data.train_path": str(data / "rl.parquet"),
                             "optim.total_steps": args.steps,
@@ -100,12 +105,18 @@ def main() -> None:
                         help="RL steps (default: the recipe's rl.optim.total_steps).")
     parser.add_argument("--modes", nargs="+", default=["rlvr", "rlcr", "two_turn"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="RL settings for every run, as on the calibrl train command line.")
+    parser.add_argument("--no-sft", action="store_true", help="Do not evaluate the SFT model.")
     args = parser.parse_args()
+    args.set = {key: yaml.safe_load(value) for key, value in
+                (item.split("=", 1) for item in args.set)}
     demo = load_demo_settings(args.recipe)
     args.steps = args.steps or demo.rl.optim.total_steps
     results: dict[str, list[dict]] = {"sft": [], **{mode: [] for mode in args.modes}}
     for seed in args.seeds:
-        results["sft"].append(evaluate_sft(demo, args, seed))
+        if not args.no_sft:
+            results["sft"].append(evaluate_sft(demo, args, seed))
         for mode in args.modes:
             start = time.perf_counter()
             results[mode].append(train_and_evaluate(demo, args, mode, seed))

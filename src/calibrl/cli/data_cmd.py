@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from calibrl.cli.data_qa_files_cmd import multiple_choice, short_answer
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
 
@@ -176,3 +177,8 @@ def _convert(from_path: Path, n: int | None, test_size: int | None,
         f"duplicates and {result.unsolvable} unsolvable"
     )
     return result.train, result.test
+
+
+# Conversion-only tasks, in their own module so this one stays Countdown's.
+app.command("short-answer")(short_answer)
+app.command("multiple-choice")(multiple_choice)

@@ -4,24 +4,13 @@ config); a resumed run keeps the launches before it. The 2-process launch is che
 test_multi_process.py (world size 2)."""
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
 
 from calibrl.settings import TrainSettings, load_settings
-from calibrl.training import distributed
 from calibrl.training.distributed import RUN_INFO_FILE, record_launch
-
-
-def _trainer_records_launch() -> bool:
-    # The call belongs to the trainer's start-up, which another change owns; until it is there
-    # the end-to-end test is skipped with this reason rather than failing every suite run.
-    package = Path(distributed.__file__).parent
-    return any("record_launch(" in p.read_text(encoding="utf-8")
-               for p in package.glob("*.py") if p.name != "distributed.py")
 
 
 def test_one_process_is_printed_and_recorded_as_world_size_1(tmp_path, capsys):
@@ -60,8 +49,6 @@ def test_other_processes_write_and_print_nothing(tmp_path, capsys):
     assert capsys.readouterr().out == ""
 
 
-@pytest.mark.skipif(not _trainer_records_launch(),
-                    reason="the trainer does not call training.distributed.record_launch yet")
 def test_a_train_run_records_its_launch_beside_its_config(tmp_path, capsys):
     from calibrl.training.trainer import Trainer
     from training.coin_runs import coin_run, run_settings

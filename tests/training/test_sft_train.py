@@ -22,6 +22,7 @@ from calibrl.settings import SFTSettings
 from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.tasks.files import write_examples
+from calibrl.training.distributed import RUN_INFO_FILE
 from calibrl.training.sft import LOG_FILE, save_model_atomically, train_sft
 from calibrl.training.sft_check import check_model
 
@@ -54,9 +55,11 @@ def test_loss_falls_and_the_saved_model_reloads_and_generates(tmp_path):
 
     saved = save_model_atomically(model, tokenizer, tmp_path / "model")
     save_model_atomically(model, tokenizer, tmp_path / "model")  # replacing works too
-    # the run's last checkpoint (every run ends with one, to resume or continue from)
+    # the run's last checkpoint (every run ends with one, to resume or continue from) and how
+    # it was launched
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([LOG_FILE, "model",
-                                                                 "checkpoint-000030"])
+                                                                 "checkpoint-000030",
+                                                                 RUN_INFO_FILE])
     loaded = AutoModelForCausalLM.from_pretrained(saved)
     loaded_tok = AutoTokenizer.from_pretrained(saved)
     reloaded = loaded.state_dict()

@@ -46,6 +46,7 @@ from calibrl.training.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from calibrl.training.distributed import record_launch
 from calibrl.training.metrics_log import truncate_log
 from calibrl.training.sft_batch import (
     IGNORE,
@@ -317,6 +318,7 @@ def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTSett
                                   weight_decay=config.weight_decay)
     prepared, optimizer = accelerator.prepare(model, optimizer)
     out_dir.mkdir(parents=True, exist_ok=True)
+    record_launch(accelerator, out_dir)
     log = None
     if accelerator.is_main_process:
         if resume_from is not None:

@@ -30,7 +30,7 @@ from calibrl.training.build import (
     check_setup,
     load_training_examples,
 )
-from calibrl.training.distributed import gather_trees
+from calibrl.training.distributed import gather_trees, record_launch
 from calibrl.training.held_out import Evaluator, load_held_out
 from calibrl.training.metrics_log import MetricsLogger
 from calibrl.training.prompt_sampler import PromptSampler
@@ -63,6 +63,7 @@ class Trainer:
                                                       run_dir or persist.run_directory(cfg))
         self.run_dir = self.run.work
         try:
+            record_launch(self.accelerator, self.run_dir)  # world size, precision: said and kept
             self.examples = load_training_examples(cfg)
             self.policy = build_policy(cfg, self.accelerator, self.run_dir)
             self.engine = engine or build_engine(cfg, self.policy)

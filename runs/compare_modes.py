@@ -40,7 +40,9 @@ METRICS = (("accuracy", "accuracy ↑"), ("ece", "ECE ↓"), ("brier", "Brier �
 def flat(metrics: dict) -> dict:
     """A run's metrics with each group's AUROC as "auroc <group>"."""
     groups = metrics.get("by_group") or {}
-    return {**metrics, **{f"auroc {label}": m.get("auroc") for label, m in groups.items()}}
+    # a run's groups hold its metrics; a baseline's hold the AUROC alone
+    return {**metrics, **{f"auroc {label}": m.get("auroc") if isinstance(m, dict) else m
+                          for label, m in groups.items()}}
 
 
 def baseline_rows(two_turn: list[dict]) -> dict[str, list[dict]]:
@@ -52,8 +54,7 @@ def baseline_rows(two_turn: list[dict]) -> dict[str, list[dict]]:
             table.append(baselines["difficulty_table"])
         if baselines.get("answer_likelihood"):
             lk = baselines["answer_likelihood"]
-            likelihood.append({**lk, **{f"auroc {label}": v
-                                        for label, v in lk["by_group"].items()}})
+            likelihood.append(lk)
     return {"difficulty table (two_turn's answers)": table,
             "answer likelihood (two_turn's answers, not stated)": likelihood}
 

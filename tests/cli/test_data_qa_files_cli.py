@@ -64,6 +64,13 @@ def test_short_answer_data_then_eval(tmp_path, tiny_model_dir, capsys):
     assert metrics["count"] == len(predictions) == 6
     assert {p["group"] for p in predictions} == set(metrics["by_group"]) == set(LEVELS)
     assert 0.0 <= metrics["accuracy"] <= 1.0
+    # token F1 beside accuracy: each answer's, their mean overall and per group, and printed
+    f1 = [p["extra_scores"]["token_f1"] for p in predictions]
+    assert metrics["extra_scores"]["token_f1"] == pytest.approx(sum(f1) / len(f1))
+    for label, group in metrics["by_group"].items():
+        mine = [p["extra_scores"]["token_f1"] for p in predictions if p["group"] == label]
+        assert group["extra_scores"]["token_f1"] == pytest.approx(sum(mine) / len(mine))
+    assert "| token_f1 ↑ |" in capsys.readouterr().out
 
 
 def test_multiple_choice_data_then_eval(tmp_path, tiny_model_dir):

@@ -249,3 +249,19 @@ def test_malformed_bins(tmp_path, bins, message):
 def test_save_metrics_requires_every_key(tmp_path):
     with pytest.raises(ValueError, match="metrics lack"):
         save_metrics(tmp_path, {"count": 1}, name="x", mode="rlvr")
+
+
+def test_extra_scores_are_averaged_and_tabled(tmp_path):
+    records = [EvalRecord(True, 0.9, True, 3, 2, group="a", extra_scores={"token_f1": 1.0}),
+               EvalRecord(False, 0.2, True, 3, 2, group="a", extra_scores={"token_f1": 0.5}),
+               EvalRecord(False, 0.4, True, 3, 2, group="b", extra_scores={"token_f1": 0.0})]
+    saved = write_evaluation(tmp_path / "x", records, name="x", mode="two_turn",
+                             with_confidence=True)
+    assert saved["extra_scores"] == {"token_f1": pytest.approx(0.5)}
+    assert saved["by_group"]["a"]["extra_scores"] == {"token_f1": pytest.approx(0.75)}
+    header = compare_runs([tmp_path / "x"]).splitlines()[0]
+    assert header.startswith("| run | mode | n | accuracy ↑ | token_f1 ↑ | ECE ↓ |")
+    # tasks without extra scores keep the table they had
+    plain = write_evaluation(tmp_path / "y", RLCR_RECORDS, name="y", mode="two_turn",
+                             with_confidence=True)
+    assert "extra_scores" not in plain

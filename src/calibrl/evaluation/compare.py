@@ -77,9 +77,21 @@ def _table(labels: Sequence[str], columns: Sequence[tuple[str, str, str]],
     return "\n".join(lines) + "\n"
 
 
+def _extra_columns(rows: Sequence[dict[str, Any]]) -> tuple[tuple[str, str, str], ...]:
+    names = sorted({n for r in rows for n in (r.get("extra_scores") or {})})
+    return tuple((f"extra:{n}", f"{n} ↑", "{:.4f}") for n in names)
+
+
+def _with_extras(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, **{f"extra:{n}": v for n, v in (row.get("extra_scores") or {}).items()}}
+
+
 def metrics_table(rows: Sequence[dict[str, Any]]) -> str:
-    """Markdown table, one row per metrics dict (as `load_metrics` returns), in order."""
-    return _table(["run", "mode"], COLUMNS, [((r["name"], r["mode"]), r) for r in rows])
+    """Markdown table, one row per metrics dict (as `load_metrics` returns), in order; a task's
+    extra scores (e.g. token F1) follow accuracy's columns when some run has them."""
+    columns = COLUMNS[:2] + _extra_columns(rows) + COLUMNS[2:]
+    return _table(["run", "mode"], columns, [((r["name"], r["mode"]), _with_extras(r))
+                                             for r in rows])
 
 
 def _likelihood(row: dict[str, Any]) -> dict[str, Any] | None:

@@ -61,6 +61,8 @@ class EvalRecord:
             unknown. `summarize_by_group` reports metrics per label.
         answer_likelihood: `exp(mean token log-prob)` of the answer under the model that sampled
             it (`calibrl.evaluation.baselines`); None when not recorded.
+        extra_scores: the task's scores beside right/wrong (`Task.extra_scores`, e.g. token F1),
+            averaged by `mean_extra_scores`; None or {} when the task has none.
     """
 
     correct: bool
@@ -70,6 +72,7 @@ class EvalRecord:
     conf_len: int | None = None
     group: str | None = None
     answer_likelihood: float | None = None
+    extra_scores: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -357,6 +360,18 @@ def summarize(
 
 
 NO_GROUP = "ungrouped"
+
+
+def mean_extra_scores(records: Iterable[Any]) -> dict[str, float]:
+    """Each extra score's mean over the records that have it, by name ({} when none has any)."""
+    sums: dict[str, list[float]] = {}
+    for record in records:
+        scores = (record.get("extra_scores") if isinstance(record, Mapping)
+                  else getattr(record, "extra_scores", None)) or {}
+        for name, value in scores.items():
+            if isinstance(value, Real) and math.isfinite(float(value)):
+                sums.setdefault(name, []).append(float(value))
+    return {name: float(np.mean(values)) for name, values in sorted(sums.items())}
 
 
 def record_group(record: Any) -> str | None:

@@ -40,6 +40,7 @@ from calibrl.evaluation.metrics import (
     UNPARSABLE_CONFIDENCE,
     ReliabilityBin,
     calibration_arrays,
+    mean_extra_scores,
     record_group,
     reliability_bins,
     risk_coverage,
@@ -123,6 +124,12 @@ def write_evaluation(
     groups = [record_group(r) or NO_GROUP for r in records] if grouped else None
     if grouped:
         metrics["by_group"] = summarize_by_group(records, **options)
+    extras = mean_extra_scores(records)
+    if extras:  # the task's own scores (e.g. token F1), overall and per group
+        metrics["extra_scores"] = extras
+        for label, group in metrics.get("by_group", {}).items():
+            group["extra_scores"] = mean_extra_scores(
+                r for r, g in zip(records, groups, strict=True) if g == label)
     run_dir = Path(run_dir)
     bins: list[ReliabilityBin] = []
     curve = None

@@ -69,6 +69,7 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
                 "conf_len": len(answer.confidences[0].token_ids) if answer.confidences else None,
                 "finish_reason": answer.sample.finish_reason, "group": group,
                 "answer_likelihood": answer_likelihood(answer.sample.logprobs),
+                "extra_scores": task.extra_scores(answer_part(text), prompt.ground_truth),
             })
     return rows
 
@@ -76,7 +77,8 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
 def records_from_rows(rows: Sequence[dict[str, Any]]) -> list[EvalRecord]:
     """The metrics' view of prediction rows (`evaluate_examples`)."""
     return [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
-                       r["conf_len"], r["group"], r.get("answer_likelihood")) for r in rows]
+                       r["conf_len"], r["group"], r.get("answer_likelihood"),
+                       r.get("extra_scores")) for r in rows]
 
 
 def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],

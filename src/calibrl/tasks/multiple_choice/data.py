@@ -31,6 +31,7 @@ from calibrl.data.parquet import verl_schema
 from calibrl.data.sources import read_source_rows
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
+from calibrl.tasks.convert import convert_rows
 from calibrl.tasks.multiple_choice.choices import (
     LETTERS,
     MAX_CHOICES,
@@ -39,7 +40,6 @@ from calibrl.tasks.multiple_choice.choices import (
     shuffle_choices,
 )
 from calibrl.tasks.multiple_choice.prompts import make_messages
-from calibrl.tasks.splits import resolve_test_size
 
 SOURCE = "multiple_choice"
 ABILITY = "qa"  # verl's `ability` column: these are not math problems
@@ -195,29 +195,8 @@ def convert_choice_file(path: str | Path, *, n: int | None = None,
     A problem seen before (`problem_key`) is dropped; the first `n` kept rows (all if None)
     are split as generated data are: the first test-size rows are the test split.
     """
-    if n is not None and n < 1:
-        raise UserError(f"n must be at least 1, got {n}")
-    rows = read_source_rows(path)
-    seen: set[Hashable] = set()
-    kept: list[dict[str, Any]] = []
-    duplicates = 0
-    for position, row in enumerate(rows):
-        if n is not None and len(kept) == n:
-            break
-        try:
-            truth = row_ground_truth(row, shuffle=shuffle, seed=seed)
-        except UserError as err:
-            raise UserError(f"{path} row {position}: {err}") from None
-        key = problem_key(truth)
-        if key in seen:
-            duplicates += 1
-            continue
-        seen.add(key)
-        kept.append(truth)
-    if not kept or (n is not None and len(kept) < n):
-        wanted = "" if n is None else f", fewer than n={n}"
-        raise UserError(f"{path} has {len(kept)} usable rows{wanted}")
-    n_test = resolve_test_size(len(kept), test_size, test_fraction)
-    test = [choice_example(gt, i, "test", style) for i, gt in enumerate(kept[:n_test])]
-    train = [choice_example(gt, i, "train", style) for i, gt in enumerate(kept[n_test:])]
-    return Conversion(train, test, len(rows), duplicates, unsolvable=0)
+    return convert_rows(
+        read_source_rows(path), path,
+        parse=lambda row: row_ground_truth(row, shuffle=shuffle, seed=seed), key=problem_key,
+        example=lambda gt, i, split: choice_example(gt, i, split, style),
+        n=n, test_size=test_size, test_fraction=test_fraction)

@@ -21,10 +21,10 @@ from calibrl.data.example import TaskExample, as_integer
 from calibrl.data.parquet import read_rows, verl_schema
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
+from calibrl.tasks.convert import convert_rows
 from calibrl.tasks.numeric_qa.generate import WordProblem
 from calibrl.tasks.numeric_qa.numbers import format_number, gsm8k_solution, parse_truth
 from calibrl.tasks.numeric_qa.prompts import make_messages
-from calibrl.tasks.splits import resolve_test_size
 
 SOURCE = "numeric_qa"
 COLUMNS = ("question", "answer")
@@ -126,30 +126,8 @@ def convert_question_file(path: str | Path, *, n: int | None = None,
     A question seen before (up to spacing) is dropped; the first `n` kept rows (all if None)
     are split as generated data are: the first test-size rows are the test split.
     """
-    if n is not None and n < 1:
-        raise UserError(f"n must be at least 1, got {n}")
-    rows = read_question_rows(path)
-    seen: set[str] = set()
-    kept: list[tuple[dict[str, Any], list[str]]] = []
-    duplicates = 0
-    for position, row in enumerate(rows):
-        if n is not None and len(kept) == n:
-            break
-        try:
-            truth, steps = row_problem(row)
-        except UserError as err:
-            raise UserError(f"{path} row {position}: {err}") from None
-        key = question_key(truth["question"])
-        if key in seen:
-            duplicates += 1
-            continue
-        seen.add(key)
-        kept.append((truth, steps))
-    if not kept or (n is not None and len(kept) < n):
-        wanted = "" if n is None else f", fewer than n={n}"
-        raise UserError(f"{path} has {len(kept)} usable rows{wanted}")
-    n_test = resolve_test_size(len(kept), test_size, test_fraction)
-    test = [numeric_example(gt, st, i, "test", style) for i, (gt, st) in enumerate(kept[:n_test])]
-    train = [numeric_example(gt, st, i, "train", style)
-             for i, (gt, st) in enumerate(kept[n_test:])]
-    return Conversion(train, test, len(rows), duplicates, unsolvable=0)
+    return convert_rows(
+        read_question_rows(path), path, parse=row_problem,
+        key=lambda problem: question_key(problem[0]["question"]),
+        example=lambda problem, i, split: numeric_example(*problem, i, split, style),
+        n=n, test_size=test_size, test_fraction=test_fraction)

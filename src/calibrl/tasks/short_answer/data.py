@@ -30,9 +30,9 @@ from calibrl.data.parquet import verl_schema
 from calibrl.data.sources import read_source_rows
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
+from calibrl.tasks.convert import convert_rows
 from calibrl.tasks.short_answer.normalize import normalize_answer
 from calibrl.tasks.short_answer.prompts import make_messages
-from calibrl.tasks.splits import resolve_test_size
 
 SOURCE = "short_answer"
 ABILITY = "qa"  # verl's `ability` column: these are not math problems
@@ -153,29 +153,8 @@ def convert_answer_file(path: str | Path, *, n: int | None = None,
     A question seen before (up to spacing) is dropped; the first `n` kept rows (all if None)
     are split as generated data are: the first test-size rows are the test split.
     """
-    if n is not None and n < 1:
-        raise UserError(f"n must be at least 1, got {n}")
-    rows = read_source_rows(path)
-    seen: set[str] = set()
-    kept: list[dict[str, Any]] = []
-    duplicates = 0
-    for position, row in enumerate(rows):
-        if n is not None and len(kept) == n:
-            break
-        try:
-            truth = row_ground_truth(row)
-        except UserError as err:
-            raise UserError(f"{path} row {position}: {err}") from None
-        key = question_key(truth["question"])
-        if key in seen:
-            duplicates += 1
-            continue
-        seen.add(key)
-        kept.append(truth)
-    if not kept or (n is not None and len(kept) < n):
-        wanted = "" if n is None else f", fewer than n={n}"
-        raise UserError(f"{path} has {len(kept)} usable rows{wanted}")
-    n_test = resolve_test_size(len(kept), test_size, test_fraction)
-    test = [short_answer_example(gt, i, "test", style) for i, gt in enumerate(kept[:n_test])]
-    train = [short_answer_example(gt, i, "train", style) for i, gt in enumerate(kept[n_test:])]
-    return Conversion(train, test, len(rows), duplicates, unsolvable=0)
+    return convert_rows(
+        read_source_rows(path), path, parse=row_ground_truth,
+        key=lambda gt: question_key(gt["question"]),
+        example=lambda gt, i, split: short_answer_example(gt, i, split, style),
+        n=n, test_size=test_size, test_fraction=test_fraction)

@@ -15,7 +15,6 @@ import calibrl.training.trainer as trainer_module
 import calibrl.training.update as update_module
 from calibrl.cli.main import main
 from calibrl.data import TaskExample
-from calibrl.models import create_tiny_model
 from calibrl.tasks.files import write_examples
 from calibrl.training.checkpoint import list_checkpoints, verify_checkpoint
 from calibrl.utils.run_dir import RunLock
@@ -23,9 +22,9 @@ from training.coin_task import COIN
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
+def inputs(tmp_path_factory, tiny_model_dir):
     root = tmp_path_factory.mktemp("durable")
-    model = create_tiny_model(root / "model", hidden_size=32, num_layers=1, num_heads=2)
+    model = tiny_model_dir
     gts = [{"target": t, "numbers": [1, 2, t]} for t in range(3, 11)]
     data = write_examples(root / "train.parquet", [
         TaskExample(COIN.name, COIN.make_prompt(gt), gt, i, "train") for i, gt in enumerate(gts)])

@@ -11,19 +11,12 @@ from calibrl.cli.main import main
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.evaluation.during_training import eval_section, held_out_evaluator
-from calibrl.models import create_tiny_model
 from calibrl.rollout.engine import Generation
 from calibrl.settings import TrainSettings, load_settings
 from calibrl.tasks.countdown import COUNTDOWN
 from calibrl.tasks.files import write_examples
 from calibrl.training.trainer import Trainer
 from training.test_trainer_e2e import _config, _data
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    return create_tiny_model(tmp_path_factory.mktemp("model") / "m", hidden_size=32,
-                             num_layers=1, num_heads=2)
 
 
 def _rows(run_dir):

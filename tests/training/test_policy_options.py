@@ -12,16 +12,9 @@ from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokeni
 
 from calibrl.cli.main import main
 from calibrl.errors import UserError
-from calibrl.models import create_tiny_model
 from calibrl.settings import TrainSettings, load_settings
 from calibrl.training.trainer import Trainer
 from training.test_trainer_e2e import _config, _data, _weights
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    return create_tiny_model(tmp_path_factory.mktemp("model") / "m", hidden_size=32,
-                             num_layers=1, num_heads=2)
 
 
 def _trainer(tmp_path, model_dir, *extra):

@@ -16,7 +16,6 @@ import torch
 from safetensors.torch import load_file
 
 from calibrl.data import TaskExample
-from calibrl.models import create_tiny_model
 from calibrl.rollout.engine import Generation
 from calibrl.settings import TrainSettings, load_settings
 from calibrl.tasks.countdown import COUNTDOWN
@@ -25,12 +24,6 @@ from calibrl.training.trainer import Trainer
 from training.coin_task import COIN
 
 CoinTask = type(COIN)
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory) -> Path:
-    return create_tiny_model(tmp_path_factory.mktemp("model") / "m", hidden_size=32,
-                             num_layers=1, num_heads=2)
 
 
 def _data(tmp_path: Path, source: str, n: int = 8) -> Path:

@@ -90,3 +90,35 @@ def test_eval_cli_bad_inputs_exit_2(setup, tmp_path, capsys):
         assert info.value.code == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err
+
+
+def test_eval_on_two_data_sets_of_different_tasks_reports_each_and_pooled(setup, tmp_path,
+                                                                          capsys):
+    root, model, countdown = setup
+    from calibrl.tasks.short_answer.data import row_ground_truth, short_answer_example
+
+    qa = [short_answer_example(row_ground_truth({"question": f"Capital number {i}?",
+                                                 "answers": [f"City {i}"], "level": "easy"}),
+                               i, "test", "compact") for i in range(3)]
+    facts = write_examples(tmp_path / "facts.parquet", qa)
+    out = tmp_path / "cross"
+    main(["eval", "--model", str(model), "--data", str(countdown), "--data", str(facts),
+          "--out", str(out), "--max-answer-tokens", "4", "--max-confidence-tokens", "3",
+          "bootstrap=20"])
+    printed = capsys.readouterr().out
+    each = {p.name: json.loads((p / "metrics.json").read_text()) for p in out.iterdir()}
+    assert set(each) == {"test", "facts", "pooled"}
+    assert (each["test"]["count"], each["facts"]["count"]) == (5, 3)  # one answer each
+    pooled = each["pooled"]
+    assert pooled["count"] == 8
+    # pooled accuracy is the answer-weighted mean of the data sets'
+    assert pooled["accuracy"] == pytest.approx(
+        (5 * each["test"]["accuracy"] + 3 * each["facts"]["accuracy"]) / 8)
+    # groups keep their data set's name, so no two tasks' groups merge
+    assert set(pooled["by_group"]) == {"test: 2 numbers", "test: 3 numbers", "facts: easy"}
+    rows = [json.loads(line) for line in (out / "pooled" / "predictions.jsonl").read_text()
+            .splitlines()]
+    assert [r["data"] for r in rows] == ["test"] * 5 + ["facts"] * 3
+    assert len({r["index"] for r in rows}) == 8  # problem 0 of each set stays two problems
+    for run in ("cross/test", "cross/facts", "cross/pooled"):
+        assert f"| {run} |" in printed

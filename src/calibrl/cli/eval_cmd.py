@@ -25,7 +25,7 @@ def evaluate(
     config: Path = config_option(),
     print_config: bool = print_config_option(),
     model: str = EVAL.option("model", "--model"),
-    data: Path = EVAL.option("data", "--data"),
+    data: list[Path] = EVAL.option("data", "--data"),
     mode: str = EVAL.option("mode", "--mode", more_help=" (" + " | ".join(mode_names()) + ")"),
     samples: int = EVAL.option("samples", "--samples"),
     temperature: float = EVAL.option("temperature", "--temperature"),
@@ -46,12 +46,16 @@ def evaluate(
     from calibrl.evaluation.run import evaluate as run
 
     settings = EVAL.load(ctx)
-    if not Path(settings.data).is_file():
-        raise UserError(f"data file not found: {settings.data}")
+    for path in settings.data:
+        if not Path(path).is_file():
+            raise UserError(f"data file not found: {path}")
     out_dir = Path(settings.out)
-    metrics = run(settings.model, settings.data, out_dir, settings, name=settings.name)
-    row = {**metrics, "name": settings.name or out_dir.name, "mode": settings.mode}
-    typer.echo(tables_text([row]))
+    data = settings.data[0] if len(settings.data) == 1 else settings.data
+    metrics = run(settings.model, data, out_dir, settings, name=settings.name)
+    rows = [metrics] if isinstance(metrics, dict) else metrics
+    if len(rows) == 1:
+        rows = [{**metrics, "name": settings.name or out_dir.name, "mode": settings.mode}]
+    typer.echo(tables_text(rows))
     typer.echo(f"wrote {out_dir.resolve()}")
 
 

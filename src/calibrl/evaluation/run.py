@@ -107,24 +107,58 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
     return rows
 
 
-def evaluate(model_path: str | Path, data_path: str | Path, out_dir: str | Path,
-             settings: EvalSection, *, name: str | None = None) -> dict[str, Any]:
-    """Evaluate a saved model on a data file; returns the metrics dict (also in metrics.json)."""
+POOLED = "pooled"
+
+
+def _write_run(out: Path, rows: list[dict[str, Any]], settings: EvalSection, name: str
+               ) -> dict[str, Any]:
+    """predictions.jsonl, metrics.json and figures of `rows`, swapped into `out` at once."""
+    with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES}) as tmp:
+        (tmp / PREDICTIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows),
+                                            encoding="utf-8")
+        return write_evaluation(tmp, records_from_rows(rows), name=name, mode=settings.mode,
+                                with_confidence=get_mode(settings.mode).states_confidence,
+                                clusters=[row["index"] for row in rows],
+                                bootstrap=settings.bootstrap)
+
+
+def _labels(paths: Sequence[str | Path]) -> list[str]:
+    """A folder name per data file: its stem, numbered when two files share one."""
+    stems = [Path(p).stem or "data" for p in paths]
+    return [s if stems.count(s) == 1 else f"{s}-{i}" for i, s in enumerate(stems)]
+
+
+def evaluate(model_path: str | Path, data_path: str | Path | Sequence[str | Path],
+             out_dir: str | Path, settings: EvalSection, *, name: str | None = None
+             ) -> dict[str, Any] | list[dict[str, Any]]:
+    """Evaluate a saved model on a data file; returns the metrics dict (also in metrics.json).
+
+    Given several data files (any mix of tasks), the model is loaded once, each file is
+    evaluated into `out_dir/<file stem>` and all answers together into `out_dir/pooled`
+    (groups prefixed by the data set, problems kept apart); returns the list of metrics, the
+    pooled last — cross-dataset calibration as RLCR reports it.
+    """
     from calibrl.models.loading import load_policy, resolve_model_path
 
     out = Path(out_dir)
     check_output_dir(out, "output folder")  # before minutes of generation, not after
-    examples = load_examples(data_path)[: settings.max_examples]
-    if not examples:
-        raise UserError(f"no examples to evaluate in {data_path}")
+    paths = [data_path] if isinstance(data_path, str | Path) else list(data_path)
+    sets = []
+    for path in paths:
+        examples = load_examples(path)[: settings.max_examples]
+        if not examples:
+            raise UserError(f"no examples to evaluate in {path}")
+        sets.append(examples)
     model, tokenizer = load_policy(resolve_model_path(str(model_path), out))
-    rows = evaluate_examples(model, tokenizer, examples, settings)
-    records = records_from_rows(rows)
-    with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES}) as tmp:
-        (tmp / PREDICTIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows),
-                                            encoding="utf-8")
-        metrics = write_evaluation(tmp, records, name=name or out.name, mode=settings.mode,
-                                   with_confidence=get_mode(settings.mode).states_confidence,
-                                   clusters=[row["index"] for row in rows],
-                                   bootstrap=settings.bootstrap)
-    return metrics
+    name = name or out.name
+    if len(paths) == 1:
+        return _write_run(out, evaluate_examples(model, tokenizer, sets[0], settings),
+                          settings, name)
+    results, pooled = [], []
+    for label, examples in zip(_labels(paths), sets, strict=True):
+        rows = evaluate_examples(model, tokenizer, examples, settings)
+        results.append(_write_run(out / label, rows, settings, f"{name}/{label}"))
+        pooled += [{**r, "index": f"{label}:{r['index']}",
+                    "group": f"{label}: {r['group']}", "data": label} for r in rows]
+    results.append(_write_run(out / POOLED, pooled, settings, f"{name}/{POOLED}"))
+    return results

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, field_validator, model_validator
 
 from calibrl.protocol.modes import DEFAULT_MODE
@@ -39,8 +41,23 @@ class EvalSection(ConfidenceSampling):
 class EvalSettings(EvalSection):
     """A whole `calibrl eval` run: the section plus the model, the data and the output."""
 
+    @field_validator("data", mode="before")
+    @classmethod
+    def _one_or_more(cls, value: Any) -> Any:
+        # One file is written as a plain string in configs and on the command line.
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("data")
+    @classmethod
+    def _some(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("give at least one data file")
+        return value
+
     model: str = Field(description="Saved model directory (or 'tiny').")
-    data: str = Field(description="Parquet/JSON(L) file to evaluate on.")
+    data: tuple[str, ...] = Field(description="Parquet/JSON(L) file(s) to evaluate on; with "
+                                  "several (--data A --data B, any mix of tasks) each is "
+                                  "reported in OUT/<name> and all together in OUT/pooled.")
     out: str = Field(description="Output directory.")
     name: str | None = Field(None, description="Run name in tables (default: the output "
                              "folder).")

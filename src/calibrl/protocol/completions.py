@@ -21,7 +21,9 @@ def response_part(solution_str: str) -> str:
     marker of `RESPONSE_MARKERS` that occurs wins), or the whole string if none occurs.
 
     So a prompt that names the answer tags ("... in <answer> </answer> tags") is never read as
-    the model's answer. verl's reward functions receive prompt and response as one string.
+    the model's answer. calibrl's reward manager decodes prompt and response as one string
+    (TinyZero's convention); verl passes the response alone, which has no marker and is
+    returned whole.
     """
     for marker in RESPONSE_MARKERS:
         head, found, tail = solution_str.partition(marker)

@@ -114,7 +114,8 @@ class Task(ABC):
 
     @abstractmethod
     def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
-        """Reward-manager score of a decoded prompt+response string (verl semantics)."""
+        """Reward-manager score (verl/TinyZero semantics) of a decoded response, or of prompt and
+        response as one string (the prompt part is skipped, `response_part`)."""
 
     def extra_scores(self, answer_text: str, ground_truth: Mapping[str, Any]
                      ) -> dict[str, float]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from calibrl.errors import UserError
-from calibrl.protocol.completions import last_answer
+from calibrl.protocol.completions import last_answer, response_part
 from calibrl.utils.timeout import time_limit
 
 if TYPE_CHECKING:
@@ -177,3 +177,19 @@ class Task(ABC):
     def corpus_texts(self, rng: random.Random) -> list[str]:
         """Sample prompt texts in every style, for fitting a tokenizer to this task."""
         return []
+
+
+class AnswerBlockTask(Task):
+    """A task whose answer is the last `<answer>` block of the response, scored the verl way:
+    0 without an answer block, `format_score` when the answer is wrong, `correct_score` when
+    `verify` accepts it. Subclasses set both scores (e.g. as dataclass fields)."""
+
+    correct_score: float
+    format_score: float
+
+    def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
+        """The score of a decoded response, or of prompt and response as one string."""
+        response = response_part(solution_str)
+        if last_answer(response) is None:
+            return 0.0
+        return self.correct_score if self.verify(response, ground_truth) else self.format_score

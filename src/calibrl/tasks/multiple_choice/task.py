@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from calibrl.protocol.completions import answer_trace, last_answer, response_part
-from calibrl.tasks.base import Conversion, Messages, Task
+from calibrl.protocol.completions import answer_trace, last_answer
+from calibrl.tasks.base import AnswerBlockTask, Conversion, Messages
 from calibrl.tasks.multiple_choice.choices import LETTERS, letter, parse_choice
 from calibrl.tasks.multiple_choice.prompts import (
     DEFAULT_PROMPT_STYLE,
@@ -36,7 +36,7 @@ _CORPUS_PROBLEM = {"question": "Where would you keep a book you are reading?",
 
 
 @dataclass(frozen=True)
-class MultipleChoiceTask(Task):
+class MultipleChoiceTask(AnswerBlockTask):
     """Name the correct choice by its letter or text.
 
     Ground truth `{"question": str, "choices": [str, ...], "answer": "B", "difficulty": str |
@@ -62,14 +62,6 @@ class MultipleChoiceTask(Task):
         """The last answer block names the correct choice (by letter, text, or both)."""
         named = parse_choice(last_answer(answer_text), ground_truth["choices"])
         return named is not None and letter(named) == ground_truth["answer"]
-
-    def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
-        """0 (no answer block), `format_score` (a wrong choice, or none named) or
-        `correct_score`, for a decoded prompt+response string or a response alone."""
-        response = response_part(solution_str)
-        if last_answer(response) is None:
-            return 0.0
-        return self.correct_score if self.verify(response, ground_truth) else self.format_score
 
     def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
         """The row's own difficulty (GPQA's writer's estimate), else the number of choices

@@ -15,8 +15,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from calibrl.protocol.completions import last_answer, response_part
-from calibrl.tasks.base import Conversion, DataSplit, Messages, Task
+from calibrl.protocol.completions import last_answer
+from calibrl.tasks.base import AnswerBlockTask, Conversion, DataSplit, Messages
 from calibrl.tasks.numeric_qa import traces
 from calibrl.tasks.numeric_qa.generate import (
     DEFAULT_MAX_OPERAND,
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class NumericQATask(Task):
+class NumericQATask(AnswerBlockTask):
     """Answer a question with one number; right iff its value equals the ground truth's.
 
     Ground truth `{"question": str, "answer": str, "num_steps": int | None}` (see
@@ -72,14 +72,6 @@ class NumericQATask(Task):
         """The last answer block holds a strict numeric literal equal to the answer's value."""
         given = parse_answer(last_answer(answer_text))
         return given is not None and given == parse_truth(ground_truth["answer"])
-
-    def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
-        """0 (no answer block), `format_score` (a wrong or non-numeric answer) or
-        `correct_score`, for a decoded prompt+response string or a response alone."""
-        response = response_part(solution_str)
-        if last_answer(response) is None:
-            return 0.0
-        return self.correct_score if self.verify(response, ground_truth) else self.format_score
 
     def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
         """The number of worked steps ("1 step", "2 steps"), or "all" when unknown."""

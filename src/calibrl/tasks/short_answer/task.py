@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from calibrl.protocol.completions import answer_trace, last_answer, response_part
-from calibrl.tasks.base import Conversion, Messages, Task
+from calibrl.protocol.completions import answer_trace, last_answer
+from calibrl.tasks.base import AnswerBlockTask, Conversion, Messages
 from calibrl.tasks.short_answer.normalize import exact_match, max_token_f1
 from calibrl.tasks.short_answer.prompts import (
     DEFAULT_PROMPT_STYLE,
@@ -38,7 +38,7 @@ _CORPUS_QUESTIONS = ("Which city is the capital of France?",
 
 
 @dataclass(frozen=True)
-class ShortAnswerTask(Task):
+class ShortAnswerTask(AnswerBlockTask):
     """Answer a question with a short phrase; right iff it normalises to an accepted answer.
 
     Ground truth `{"question": str, "answers": [str, ...], "difficulty": str | None}` (see
@@ -61,14 +61,6 @@ class ShortAnswerTask(Task):
         """The last answer block normalises to the same non-empty text as an accepted answer."""
         given = last_answer(answer_text)
         return given is not None and exact_match(given, ground_truth["answers"])
-
-    def score(self, solution_str: str, ground_truth: Mapping[str, Any]) -> float:
-        """0 (no answer block), `format_score` (a wrong answer) or `correct_score`, for a decoded
-        prompt+response string or a response alone."""
-        response = response_part(solution_str)
-        if last_answer(response) is None:
-            return 0.0
-        return self.correct_score if self.verify(response, ground_truth) else self.format_score
 
     def extra_scores(self, answer_text: str, ground_truth: Mapping[str, Any]
                      ) -> dict[str, float]:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from calibrl.cli.data_qa_files_cmd import multiple_choice, short_answer
+from calibrl.cli.data_qa_files_cmd import math_problems, multiple_choice, short_answer
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
 
@@ -182,3 +182,4 @@ def _convert(from_path: Path, n: int | None, test_size: int | None,
 # Conversion-only tasks, in their own module so this one stays Countdown's.
 app.command("short-answer")(short_answer)
 app.command("multiple-choice")(multiple_choice)
+app.command("math")(math_problems)

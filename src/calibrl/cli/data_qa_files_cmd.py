@@ -1,5 +1,5 @@
-"""`calibrl data short-answer` and `calibrl data multiple-choice`: public QA rows (TriviaQA,
-HotpotQA, SimpleQA; CommonsenseQA, GPQA, MMLU) converted to DIR/train.parquet and
+"""`calibrl data short-answer`, `calibrl data multiple-choice` and `calibrl data math`: public
+QA rows (TriviaQA, HotpotQA, SimpleQA; CommonsenseQA, GPQA, MMLU; GSM8K, MATH) converted to DIR/train.parquet and
 DIR/test.parquet (registered in the `calibrl data` group by `cli.data_cmd`)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from calibrl.tasks import Task, get_task
 
 SHORT_ANSWER = get_task("short_answer")
 MULTIPLE_CHOICE = get_task("multiple_choice")
+MATH = get_task("math")
 
 _Out = Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")]
 _N = Annotated[int | None, typer.Option("--n", help="At most this many rows over both splits.")]
@@ -32,6 +33,10 @@ _ChoiceFrom = Annotated[str, typer.Option(
     "--from", help="A .parquet/.json/.jsonl file, a folder or a Hub data set id (org/name"
     "[:config]:split) of CommonsenseQA {question, choices: {label, text}, answerKey}, GPQA "
     "{Question, Correct Answer, Incorrect Answer 1..3} or {question, choices, answer} rows.")]
+_MathFrom = Annotated[str, typer.Option(
+    "--from", help="A .parquet/.json/.jsonl file, a folder or a Hub data set id (org/name"
+    "[:config]:split) of GSM8K {question, answer: '... #### 72'}, MATH {problem, solution "
+    "with \\boxed{...}, level, type} or {question, answer} rows.")]
 _Shuffle = Annotated[bool, typer.Option(
     "--shuffle/--no-shuffle", help="Show each row's choices in an order drawn from --seed and "
     "the row (GPQA lists its correct answer first, so keep this on for it).")]
@@ -79,4 +84,16 @@ def multiple_choice(
     _check_style(MULTIPLE_CHOICE, prompt_style)
     task = dataclasses.replace(MULTIPLE_CHOICE, prompt_style=prompt_style, shuffle=shuffle,
                                shuffle_seed=seed)
+    _write(task, from_path, out, n, test_size, test_fraction)
+
+
+def math_problems(
+    from_path: _MathFrom, out: _Out, n: _N = None, test_size: _TestSize = None,
+    test_fraction: _TestFraction = None,
+    prompt_style: _PromptStyle = MATH.prompt_styles[0],
+) -> None:
+    """Convert math rows (right iff math-verify finds the final answer equal to the reference;
+    scoring needs the extra: pip install 'calibrl[math]')."""
+    _check_style(MATH, prompt_style)
+    task = dataclasses.replace(MATH, prompt_style=prompt_style)
     _write(task, from_path, out, n, test_size, test_fraction)

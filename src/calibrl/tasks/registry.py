@@ -71,10 +71,11 @@ def _ensure_builtin_tasks() -> None:
     if _builtins_registered:
         return
     from calibrl.tasks.countdown import COUNTDOWN
+    from calibrl.tasks.math_task import MATH
     from calibrl.tasks.multiple_choice import MULTIPLE_CHOICE
     from calibrl.tasks.numeric_qa import NUMERIC_QA
     from calibrl.tasks.short_answer import SHORT_ANSWER
 
-    for task in (COUNTDOWN, NUMERIC_QA, SHORT_ANSWER, MULTIPLE_CHOICE):
+    for task in (COUNTDOWN, NUMERIC_QA, SHORT_ANSWER, MULTIPLE_CHOICE, MATH):
         register_task(task)
     _builtins_registered = True

@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT / 'tests'}",
        "TQDM_DISABLE": "1", "OMP_NUM_THREADS": "1"}
 KILLS = 2  # per command
+# A kill timed on the first run's duration can miss when later runs are faster (warm imports):
+# timed kills try again until KILLS have landed.
+ATTEMPTS = 4 * KILLS
 RNG = random.Random(int(os.environ.get("CALIBRL_FAULT_SEED", "0")))
 TALLY: dict[str, list[str]] = {}  # command -> what each kill hit, printed at the end
 
@@ -158,9 +161,11 @@ def _data_kills(base: Path) -> None:
     duration = _run(*args, "--out", base / "out", "--seed", 1)
     assert _files(base / "out", names) == new  # the command writes what the library does
     old = version(0, base / "out")
-    for _ in range(KILLS):
+    for _ in range(ATTEMPTS):
         if _kill_at_random(duration, *args, "--out", base / "out", "--seed", 1):
             _old_or_new("data", base / "out", old, new, names)
+            if len(TALLY.get("data", [])) >= KILLS:
+                break
 
 
 def _eval_kills(inputs: dict[str, Path], base: Path) -> None:
@@ -172,9 +177,11 @@ def _eval_kills(inputs: dict[str, Path], base: Path) -> None:
     duration = _run(*args, "--out", base / "out", "--max-answer-tokens", 4)
     old = _files(base / "out", names)
     assert old != new
-    for _ in range(KILLS):
+    for _ in range(ATTEMPTS):
         if _kill_at_random(duration, *args, "--out", base / "out", "--max-answer-tokens", 8):
             _old_or_new("eval", base / "out", old, new, names)
+            if len(TALLY.get("eval", [])) >= KILLS:
+                break
     _run(*args, "--out", base / "out", "--max-answer-tokens", 8)
     assert _files(base / "out", names) == new
 

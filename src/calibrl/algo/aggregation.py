@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from calibrl.errors import UserError
+from calibrl.algo.named import get_named, register_named
 
 # (masked loss [B, R] with 0 off the mask, mask [B, R] in the loss's dtype, width, eta) -> scalar
 Reduce = Callable[[torch.Tensor, torch.Tensor, int, float], torch.Tensor]
@@ -58,10 +58,7 @@ _REGISTRY: dict[str, Aggregation] = {}
 
 def register_aggregation(agg: Aggregation) -> Aggregation:
     """Make `agg` available under `agg.name`; returns it. A name is registered once."""
-    if agg.name in _REGISTRY and _REGISTRY[agg.name] != agg:
-        raise ValueError(f"loss aggregation {agg.name!r} is already registered")
-    _REGISTRY[agg.name] = agg
-    return agg
+    return register_named(_REGISTRY, "loss aggregation", agg, (agg.name,))
 
 
 def aggregation_names() -> tuple[str, ...]:
@@ -71,11 +68,7 @@ def aggregation_names() -> tuple[str, ...]:
 
 def get_aggregation(name: str) -> Aggregation:
     """The aggregation registered as `name`; a `UserError` naming the valid ones if none."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):  # TypeError: an unhashable value
-        raise UserError(f"unknown loss aggregation {name!r}; choose one of "
-                        f"{', '.join(_REGISTRY)}") from None
+    return get_named(_REGISTRY, "loss aggregation", name)
 
 
 def aggregate_loss(per_token: torch.Tensor, loss_mask: torch.Tensor, agg: str = "token_mean", *,

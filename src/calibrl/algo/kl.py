@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from calibrl.errors import UserError
+from calibrl.algo.named import get_named, register_named
 
 # k3's clamps, as verl's `low_var_kl`: the log-ratio before exp(), the estimate after it.
 K3_LOG_RATIO_CLAMP = 20.0
@@ -53,12 +53,8 @@ _REGISTRY: dict[str, KLEstimator] = {}
 def register_kl_estimator(estimator: KLEstimator) -> KLEstimator:
     """Make `estimator` available under its name and aliases; returns it. A name is
     registered once."""
-    names = (estimator.name, *estimator.aliases)
-    for name in names:
-        if name in _REGISTRY and _REGISTRY[name] != estimator:
-            raise ValueError(f"KL estimator {name!r} is already registered")
-    _REGISTRY.update(dict.fromkeys(names, estimator))
-    return estimator
+    return register_named(_REGISTRY, "KL estimator", estimator,
+                          (estimator.name, *estimator.aliases))
 
 
 def kl_estimator_names() -> tuple[str, ...]:
@@ -69,11 +65,7 @@ def kl_estimator_names() -> tuple[str, ...]:
 
 def get_kl_estimator(name: str) -> KLEstimator:
     """The estimator registered as `name`; a `UserError` naming the valid ones if none."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):  # TypeError: an unhashable value
-        raise UserError(f"unknown KL estimator {name!r}; choose one of "
-                        f"{', '.join(_REGISTRY)}") from None
+    return get_named(_REGISTRY, "KL estimator", name)
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str = "k3"

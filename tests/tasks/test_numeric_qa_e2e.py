@@ -26,6 +26,9 @@ from calibrl.tasks import get_task
 from calibrl.tasks.files import load_examples
 from calibrl.training.trainer import Trainer
 
+# End-to-end trainings: `make test-slow` (and CI) run them.
+pytestmark = pytest.mark.slow
+
 QA = get_task("numeric_qa")
 CONFIG = Path(__file__).resolve().parents[2] / "configs" / "numeric_qa_tiny.yaml"
 MODES = ("two_turn", "rlcr", "rlvr")

@@ -20,6 +20,9 @@ from calibrl.training.checkpoint import list_checkpoints, verify_checkpoint
 from calibrl.utils.run_dir import RunLock
 from training.coin_task import COIN
 
+# End-to-end trainings: `make test-slow` (and CI) run them.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory, tiny_model_dir):

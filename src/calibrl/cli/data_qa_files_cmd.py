@@ -1,6 +1,9 @@
 """`calibrl data short-answer`, `calibrl data multiple-choice` and `calibrl data math`: public
 QA rows (TriviaQA, HotpotQA, SimpleQA; CommonsenseQA, GPQA, MMLU; GSM8K, MATH) converted to DIR/train.parquet and
-DIR/test.parquet (registered in the `calibrl data` group by `cli.data_cmd`)."""
+DIR/test.parquet (registered in the `calibrl data` group by `cli.data_cmd`).
+
+Besides their options they take `key=value` settings (`ConvertSettings`), e.g.
+`data.columns.question=problem` for data whose question column is named `problem`."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Annotated
 import typer
 
 from calibrl.errors import UserError
+from calibrl.settings.convert import ConvertDataSection
 from calibrl.tasks import Task, get_task
 
 SHORT_ANSWER = get_task("short_answer")
@@ -41,6 +45,17 @@ _Shuffle = Annotated[bool, typer.Option(
     "--shuffle/--no-shuffle", help="Show each row's choices in an order drawn from --seed and "
     "the row (GPQA lists its correct answer first, so keep this on for it).")]
 _Seed = Annotated[int, typer.Option("--seed", help="Seed of the choices' order.")]
+_Settings = Annotated[list[str] | None, typer.Argument(
+    help="Settings as dotted key=value: data.columns.TARGET=SOURCE (any number of them). "
+    + ConvertDataSection.model_fields["columns"].description, show_default=False)]
+
+
+def _columns(settings: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """The column mapping of the `key=value` settings, as the task's `columns` field holds it."""
+    from calibrl.settings.convert import ConvertSettings
+    from calibrl.settings.loader import load_settings
+
+    return tuple(load_settings(ConvertSettings, None, settings or []).data.columns.items())
 
 
 def _write(task: Task, from_path: str, out: Path, n: int | None, test_size: int | None,
@@ -66,11 +81,12 @@ def _check_style(task: Task, prompt_style: str) -> None:
 def short_answer(
     from_path: _ShortFrom, out: _Out, n: _N = None, test_size: _TestSize = None,
     test_fraction: _TestFraction = None,
-    prompt_style: _PromptStyle = SHORT_ANSWER.prompt_styles[0],
+    prompt_style: _PromptStyle = SHORT_ANSWER.prompt_styles[0], settings: _Settings = None,
 ) -> None:
     """Convert short-answer rows (right iff the answer matches an alias, SQuAD-normalised)."""
     _check_style(SHORT_ANSWER, prompt_style)
-    task = dataclasses.replace(SHORT_ANSWER, prompt_style=prompt_style)
+    task = dataclasses.replace(SHORT_ANSWER, prompt_style=prompt_style,
+                               columns=_columns(settings))
     _write(task, from_path, out, n, test_size, test_fraction)
 
 
@@ -78,22 +94,22 @@ def multiple_choice(
     from_path: _ChoiceFrom, out: _Out, n: _N = None, test_size: _TestSize = None,
     test_fraction: _TestFraction = None,
     prompt_style: _PromptStyle = MULTIPLE_CHOICE.prompt_styles[0],
-    shuffle: _Shuffle = True, seed: _Seed = 0,
+    shuffle: _Shuffle = True, seed: _Seed = 0, settings: _Settings = None,
 ) -> None:
     """Convert multiple-choice rows (answered by the correct choice's letter or text)."""
     _check_style(MULTIPLE_CHOICE, prompt_style)
     task = dataclasses.replace(MULTIPLE_CHOICE, prompt_style=prompt_style, shuffle=shuffle,
-                               shuffle_seed=seed)
+                               shuffle_seed=seed, columns=_columns(settings))
     _write(task, from_path, out, n, test_size, test_fraction)
 
 
 def math_problems(
     from_path: _MathFrom, out: _Out, n: _N = None, test_size: _TestSize = None,
     test_fraction: _TestFraction = None,
-    prompt_style: _PromptStyle = MATH.prompt_styles[0],
+    prompt_style: _PromptStyle = MATH.prompt_styles[0], settings: _Settings = None,
 ) -> None:
     """Convert math rows (right iff math-verify finds the final answer equal to the reference;
     scoring needs the extra: pip install 'calibrl[math]')."""
     _check_style(MATH, prompt_style)
-    task = dataclasses.replace(MATH, prompt_style=prompt_style)
+    task = dataclasses.replace(MATH, prompt_style=prompt_style, columns=_columns(settings))
     _write(task, from_path, out, n, test_size, test_fraction)

@@ -1,17 +1,35 @@
-"""The loop every file converter shares: parse each row, drop repeats, split train/test."""
+"""What every file converter shares: reading its rows under the column names it knows, and the
+loop that parses each row, drops repeats and splits train/test."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from calibrl.data.columns import check_targets, rename_columns
 from calibrl.data.example import TaskExample
+from calibrl.data.sources import read_source_rows
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
 from calibrl.tasks.splits import resolve_test_size
 
 Item = TypeVar("Item")
+
+
+def read_mapped_rows(path: str | Path, columns: Mapping[str, str] | None, *,
+                     known: Collection[str], reader: str, listed: str | None = None
+                     ) -> list[Any]:
+    """The raw rows of a file, folder or Hub data set (`calibrl.data.sources`), each source
+    column of `columns` (`{target: source}`) renamed to its target.
+
+    The targets are checked against `known` (the columns `reader`, e.g. "the math converter",
+    reads) before anything is read, so a misspelt one costs no download; `UserError` as
+    `calibrl.data.columns` says.
+    """
+    columns = dict(columns or {})
+    check_targets(columns, known, reader, listed)
+    return rename_columns(read_source_rows(path), columns, str(path))
 
 
 def convert_rows(rows: Sequence[Any], path: str | Path, *, parse: Callable[[Any], Item],

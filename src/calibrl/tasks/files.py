@@ -28,15 +28,18 @@ def example_from_row(row: Any, position: int) -> TaskExample:
     return _example_from_row(row, position, get_task)
 
 
-def load_examples(path: str | Path) -> list[TaskExample]:
+def load_examples(path: str | Path, columns: Mapping[str, str] | None = None
+                  ) -> list[TaskExample]:
     """Every row of a data file, folder or Hub data set (`calibrl.data.sources`) as a checked
     `TaskExample`.
 
     Reads verl/TinyZero rows (ours or TinyZero's own files) and the public Countdown
-    `{"target", "nums"}` rows. A malformed row raises `UserError` naming the file, the row
-    (0-based) and what is wrong.
+    `{"target", "nums"}` rows; `columns` (`{target: source}`, e.g. `{"nums": "numbers"}`)
+    renames columns the data hold under other names (`calibrl.tasks.rows.COLUMNS` are the
+    targets). A malformed row raises `UserError` naming the file, the row (0-based) and what
+    is wrong.
     """
-    return read_examples(path, get_task)
+    return read_examples(path, get_task, columns)
 
 
 def examples_to_table(examples: list[TaskExample]) -> pa.Table:

@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from calibrl.data.example import TaskExample, as_integer, as_messages, short_repr
-from calibrl.data.sources import read_source_rows
 from calibrl.errors import UserError
 from calibrl.tasks.base import Task
+from calibrl.tasks.convert import read_mapped_rows
 
 TaskOf = Callable[[str], Task]  # data_source -> its task; `UserError` if it names none
 VERL_KEYS = ("data_source", "prompt", "reward_model")
 RAW_KEYS = ("target", "nums")
 RAW_ROWS_TASK = "countdown"  # the task of `RAW_KEYS` rows
+# The columns read here: the targets a column mapping may name.
+COLUMNS = (*VERL_KEYS, "ability", "extra_info", *RAW_KEYS)
 
 
 def _from_verl(row: Mapping[str, Any], position: int, task_of: TaskOf) -> TaskExample:
@@ -79,12 +81,15 @@ def example_from_row(row: Any, position: int, task_of: TaskOf) -> TaskExample:
     return convert(row, position, task_of)
 
 
-def read_examples(path: str | Path, task_of: TaskOf) -> list[TaskExample]:
+def read_examples(path: str | Path, task_of: TaskOf,
+                  columns: Mapping[str, str] | None = None) -> list[TaskExample]:
     """Every row of a data file, folder or Hub data set (`calibrl.data.sources`) as a checked
-    `TaskExample`; a malformed row raises `UserError` naming the file, the row (0-based) and
-    what is wrong."""
+    `TaskExample`, columns held under other names renamed by `columns` (`{target: source}`,
+    targets from `COLUMNS`); a malformed row raises `UserError` naming the file, the row
+    (0-based) and what is wrong."""
     examples = []
-    for position, row in enumerate(read_source_rows(path)):
+    rows = read_mapped_rows(path, columns, known=COLUMNS, reader="the verl row reader")
+    for position, row in enumerate(rows):
         try:
             examples.append(example_from_row(row, position, task_of))
         except UserError as err:

@@ -24,16 +24,17 @@ import pyarrow as pa
 
 from calibrl.data.example import TaskExample, short_repr
 from calibrl.data.parquet import verl_schema
-from calibrl.data.sources import read_source_rows
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
-from calibrl.tasks.convert import convert_rows
+from calibrl.tasks.convert import convert_rows, read_mapped_rows
 from calibrl.tasks.math_task.answers import last_boxed
 from calibrl.tasks.math_task.prompts import make_messages
 
 SOURCE = "math"
 ABILITY = "math"
 GSM8K_MARK = "####"
+# The columns `row_ground_truth` reads: the targets a column mapping may name.
+COLUMNS = ("question", "problem", "answer", "solution", "difficulty", "level")
 
 
 def arrow_schema() -> pa.Schema:
@@ -115,11 +116,14 @@ def math_example(ground_truth: dict[str, Any], index: int, split: str,
 
 def convert_math_file(path: str | Path, *, n: int | None = None,
                       test_size: int | None = None, test_fraction: float | None = None,
-                      style: str) -> Conversion:
+                      style: str, columns: Mapping[str, str] | None = None) -> Conversion:
     """Rows of a file, folder or Hub data set (`calibrl.data.sources`) as math train/test
-    examples, in file order; a problem seen before (up to spacing) is dropped."""
+    examples, in file order; a problem seen before (up to spacing) is dropped. `columns`
+    (`{target: source}`, targets from `COLUMNS`) names columns the data hold under other
+    names."""
+    rows = read_mapped_rows(path, columns, known=COLUMNS, reader="the math converter")
     return convert_rows(
-        read_source_rows(path), path, parse=row_ground_truth,
+        rows, path, parse=row_ground_truth,
         key=lambda gt: " ".join(gt["question"].split()),
         example=lambda gt, i, split: math_example(gt, i, split, style),
         n=n, test_size=test_size, test_fraction=test_fraction)

@@ -54,6 +54,9 @@ class MathTask(AnswerBlockTask):
     correct_score: float = 1.0
     failure_score: float = 0.0
     prompt_style: str = DEFAULT_PROMPT_STYLE  # a key of PROMPT_STYLES
+    # Columns of the data `convert_file` reads under other names, as (target, source) pairs
+    # (`calibrl data ... data.columns.TARGET=SOURCE`); a tuple, so the task stays hashable.
+    columns: tuple[tuple[str, str], ...] = ()
 
     prompt_styles = tuple(PROMPT_STYLES)
 
@@ -97,12 +100,12 @@ class MathTask(AnswerBlockTask):
     def convert_file(self, path: str | Path, *, n: int | None = None,
                      test_size: int | None = None, test_fraction: float | None = None,
                      solve: bool = True) -> Conversion:
-        """GSM8K, MATH or `{question, answer}` rows (`convert_math_file`); `solve` does not
-        apply: the answers are given."""
+        """GSM8K, MATH or `{question, answer}` rows (`convert_math_file`), read under
+        `columns`; `solve` does not apply: the answers are given."""
         from calibrl.tasks.math_task.data import convert_math_file
 
         return convert_math_file(path, n=n, test_size=test_size, test_fraction=test_fraction,
-                                 style=self.prompt_style)
+                                 style=self.prompt_style, columns=dict(self.columns))
 
     def arrow_schema(self) -> pa.Schema:
         from calibrl.tasks.math_task.data import arrow_schema

@@ -28,10 +28,9 @@ import pyarrow as pa
 
 from calibrl.data.example import TaskExample, as_integer, short_repr
 from calibrl.data.parquet import verl_schema
-from calibrl.data.sources import read_source_rows
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
-from calibrl.tasks.convert import convert_rows
+from calibrl.tasks.convert import convert_rows, read_mapped_rows
 from calibrl.tasks.multiple_choice.choices import (
     LETTERS,
     MAX_CHOICES,
@@ -47,6 +46,13 @@ GPQA_QUESTION, GPQA_CORRECT, GPQA_DIFFICULTY = ("Question", "Correct Answer",
                                                 "Writer's Difficulty Estimate")
 GPQA_INCORRECT = "Incorrect Answer {}"
 DIFFICULTY_KEYS = ("difficulty", "level")
+# The columns `row_ground_truth` reads: the targets a column mapping may name.
+COLUMNS = ("question", "choices", "answer", "answerKey", *DIFFICULTY_KEYS, GPQA_QUESTION,
+           GPQA_CORRECT, *(GPQA_INCORRECT.format(i) for i in range(1, MAX_CHOICES)),
+           GPQA_DIFFICULTY)
+_COLUMNS_LISTED = (f"question, choices, answer, answerKey, difficulty, level, {GPQA_QUESTION}, "
+                   f"{GPQA_CORRECT}, {GPQA_INCORRECT.format('1')}..{MAX_CHOICES - 1}, "
+                   f"{GPQA_DIFFICULTY}")
 
 
 def arrow_schema() -> pa.Schema:
@@ -188,15 +194,19 @@ def choice_example(ground_truth: dict[str, Any], index: int, split: str,
 
 def convert_choice_file(path: str | Path, *, n: int | None = None,
                         test_size: int | None = None, test_fraction: float | None = None,
-                        style: str, shuffle: bool = True, seed: int = 0) -> Conversion:
+                        style: str, shuffle: bool = True, seed: int = 0,
+                        columns: Mapping[str, str] | None = None) -> Conversion:
     """Rows of a file, folder or Hub data set (`calibrl.data.sources`) as multiple-choice
     train/test examples, in file order, choices shuffled as `row_ground_truth` does.
 
     A problem seen before (`problem_key`) is dropped; the first `n` kept rows (all if None)
-    are split as generated data are: the first test-size rows are the test split.
+    are split as generated data are: the first test-size rows are the test split. `columns`
+    (`{target: source}`, targets from `COLUMNS`) names columns the data hold under other names.
     """
+    rows = read_mapped_rows(path, columns, known=COLUMNS, reader="the multiple_choice converter",
+                            listed=_COLUMNS_LISTED)
     return convert_rows(
-        read_source_rows(path), path,
+        rows, path,
         parse=lambda row: row_ground_truth(row, shuffle=shuffle, seed=seed), key=problem_key,
         example=lambda gt, i, split: choice_example(gt, i, split, style),
         n=n, test_size=test_size, test_fraction=test_fraction)

@@ -52,6 +52,9 @@ class MultipleChoiceTask(AnswerBlockTask):
     prompt_style: str = DEFAULT_PROMPT_STYLE  # a key of PROMPT_STYLES
     shuffle: bool = True
     shuffle_seed: int = 0
+    # Columns of the data `convert_file` reads under other names, as (target, source) pairs
+    # (`calibrl data ... data.columns.TARGET=SOURCE`); a tuple, so the task stays hashable.
+    columns: tuple[tuple[str, str], ...] = ()
 
     prompt_styles = tuple(PROMPT_STYLES)
 
@@ -83,13 +86,13 @@ class MultipleChoiceTask(AnswerBlockTask):
                      test_size: int | None = None, test_fraction: float | None = None,
                      solve: bool = True) -> Conversion:
         """CommonsenseQA, GPQA or `{question, choices, answer}` rows (`convert_choice_file`),
-        shuffled as `shuffle` and `shuffle_seed` say; `solve` does not apply: the answers are
-        given."""
+        shuffled as `shuffle` and `shuffle_seed` say and read under `columns`; `solve` does
+        not apply: the answers are given."""
         from calibrl.tasks.multiple_choice.data import convert_choice_file
 
         return convert_choice_file(path, n=n, test_size=test_size, test_fraction=test_fraction,
                                    style=self.prompt_style, shuffle=self.shuffle,
-                                   seed=self.shuffle_seed)
+                                   seed=self.shuffle_seed, columns=dict(self.columns))
 
     def arrow_schema(self) -> pa.Schema:
         from calibrl.tasks.multiple_choice.data import arrow_schema

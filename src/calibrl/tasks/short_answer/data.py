@@ -27,10 +27,9 @@ import pyarrow as pa
 
 from calibrl.data.example import TaskExample, short_repr
 from calibrl.data.parquet import verl_schema
-from calibrl.data.sources import read_source_rows
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
-from calibrl.tasks.convert import convert_rows
+from calibrl.tasks.convert import convert_rows, read_mapped_rows
 from calibrl.tasks.short_answer.normalize import normalize_answer
 from calibrl.tasks.short_answer.prompts import make_messages
 
@@ -39,6 +38,8 @@ ABILITY = "qa"  # verl's `ability` column: these are not math problems
 QUESTION_KEYS = ("question", "problem")  # SimpleQA names its question `problem`
 DIFFICULTY_KEYS = ("difficulty", "level")  # HotpotQA's is `level`
 TRIVIAQA_KEYS = ("value", "aliases", "normalized_aliases")
+# The columns `row_ground_truth` reads: the targets a column mapping may name.
+COLUMNS = (*QUESTION_KEYS, "answer", "answers", *DIFFICULTY_KEYS)
 
 
 def arrow_schema() -> pa.Schema:
@@ -146,15 +147,17 @@ def short_answer_example(ground_truth: dict[str, Any], index: int, split: str,
 
 def convert_answer_file(path: str | Path, *, n: int | None = None,
                         test_size: int | None = None, test_fraction: float | None = None,
-                        style: str) -> Conversion:
+                        style: str, columns: Mapping[str, str] | None = None) -> Conversion:
     """Rows of a file, folder or Hub data set (`calibrl.data.sources`) as short-answer
-    train/test examples, in file order.
+    train/test examples, in file order; `columns` (`{target: source}`, targets from `COLUMNS`)
+    names columns the data hold under other names.
 
     A question seen before (up to spacing) is dropped; the first `n` kept rows (all if None)
     are split as generated data are: the first test-size rows are the test split.
     """
+    rows = read_mapped_rows(path, columns, known=COLUMNS, reader="the short_answer converter")
     return convert_rows(
-        read_source_rows(path), path, parse=row_ground_truth,
+        rows, path, parse=row_ground_truth,
         key=lambda gt: question_key(gt["question"]),
         example=lambda gt, i, split: short_answer_example(gt, i, split, style),
         n=n, test_size=test_size, test_fraction=test_fraction)

@@ -190,3 +190,30 @@ def test_the_confidence_grid_is_a_setting_of_probabilities():
     for bad in ((), (1.5,), (float("nan"),)):
         with pytest.raises(ValidationError):
             SFTSection(steps=1, confidence_grid=bad)
+
+
+def test_task_analysis_examines_the_context_answer_and_changes_nothing_else():
+    mix = SFTMix(answer=0.2, confidence=0.6, rlcr=0.2, wrong_share=0.5)
+    neutral = build_conversations(problems(), mix, random.Random(3))
+    checked = build_conversations(problems(), mix, random.Random(3), analysis="task")
+    assert [c.kind for c in neutral] == [c.kind for c in checked]
+    flagged = Counter()
+    for plain, check in zip(neutral, checked):
+        assert plain.messages[:-1] == check.messages[:-1]
+        assert plain.confidence == check.confidence
+        if check.kind not in ("confidence", "rlcr"):
+            assert plain.messages == check.messages
+            continue
+        reply = check.messages[-1]["content"]
+        analysis = re.search(r"<analysis>(.+)</analysis>", reply, re.S).group(1)
+        context = check.messages[-3]["content"] if check.kind == "confidence" else reply
+        equation = re.search(r"<answer>(.+?)</answer>", context).group(1)
+        used = sorted(int(n) for n in re.findall(r"\d+", equation))
+        ex = next(e for e in problems() if e.index == check.index)
+        numbers_right = used == sorted(ex.ground_truth["numbers"])
+        assert ("not" in analysis or "again" in analysis) is (not numbers_right)
+        if check.kind == "confidence":
+            flagged[(check.context_correct, numbers_right)] += 1
+    # wrong contexts with right and with wrong numbers both occur; right ones are never flagged
+    assert flagged[(False, True)] > 0 and flagged[(False, False)] > 0
+    assert flagged[(True, False)] == 0

@@ -106,6 +106,11 @@ class SFTSection(Section):
         "confidence targets are drawn from (uniformly, whatever the answer's correctness: "
         "SFT teaches the format, RL the calibration); RL can only reach values the model "
         "learned to write.")
+    analysis: Literal["neutral", "task"] = Field(
+        "neutral", description="The turn-2 analysis the warm-up teaches: 'neutral' sentences "
+        "drawn at random, or 'task': the task's factual examination of the answer in the "
+        "context (`Task.analysis`; Countdown: which given numbers the answer uses), so RL can "
+        "learn to read it. Either way the confidence after it is drawn at random.")
     confidence_question: str = shared_field(ConfidenceSampling, "confidence_question")
     bf16: bool = Field(True, description="bf16 autocast for forward/backward (weights and "
                        "optimiser stay fp32).")

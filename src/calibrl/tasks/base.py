@@ -174,6 +174,14 @@ class Task(ABC):
         `failed_attempts` as in `reference_trace`."""
         return None
 
+    def analysis(self, answer_text: str, ground_truth: Mapping[str, Any]) -> str | None:
+        """A factual examination of an answer (a completion or its answer part) that the
+        warm-up can teach as the turn-2 `<analysis>` (`sft.analysis: task`), or None if the task
+        has none. It must state facts a model can read off its own answer and the problem
+        (Countdown: which given numbers the answer uses), never whether the answer is right:
+        turning that into a confidence is left to RL."""
+        return None
+
     def corpus_texts(self, rng: random.Random) -> list[str]:
         """Sample prompt texts in every style, for fitting a tokenizer to this task."""
         return []

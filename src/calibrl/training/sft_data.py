@@ -13,9 +13,10 @@ Four kinds: one per message format the RL modes use (the prompts are the modes' 
 - `early` (the faithfulness probe's format): turn 1 with the reference trace cut after some of
   its words and `EARLY_ANSWER_TEXT`, given as context; only the answer after it is trained.
 
-Only the format is taught, never calibration: `c` comes from a fixed grid and the analysis from
-a pool of neutral sentences, both drawn independently of whether the answer in the context is
-right. Whatever calibration the model ends up with is learned by RL, not copied from here.
+Only the format is taught, never calibration: `c` comes from a fixed grid, drawn independently
+of whether the answer in the context is right, and the analysis is either a neutral sentence
+drawn the same way or (`analysis="task"`) the task's factual examination of that answer
+(`Task.analysis`), which states facts about the answer and never its verdict. Whatever calibration the model ends up with is learned by RL, not copied from here.
 The loss is only ever on the last message (see `sft_batch`), so a wrong trace in a turn-2
 context is read, never imitated.
 """
@@ -137,14 +138,17 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
                         grid: Sequence[float] = CONFIDENCE_GRID,
                         analyses: Sequence[str] = ANALYSIS_POOL,
                         question: str = CONFIDENCE_QUESTION, failed_attempt_p: float = 0.0,
-                        max_failed_attempts: int = 0) -> list[SFTConversation]:
+                        max_failed_attempts: int = 0, analysis: str = "neutral"
+                        ) -> list[SFTConversation]:
     """One conversation per problem with a reference solution, of a kind drawn by `mix`.
 
     Problems without a solution are skipped. Every turn-1 trace, right or wrong, starts with
     `draw_failed_attempts(rng, failed_attempt_p, max_failed_attempts)` failed attempts where
     the task can show them. A turn-2 context is wrong with probability `mix.wrong_share`
     (falling back to the correct trace if no corruption fails the verifier); confidence and
-    analysis are drawn after, and independently of, that choice.
+    analysis are drawn after, and independently of, that choice; with `analysis="task"` the
+    analysis is the task's examination of the answer in the context instead (the same draws
+    are made, so the rest of the data is unchanged).
     """
     out = []
     for example in examples:
@@ -165,12 +169,16 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
             wrong = get_task(example.data_source).wrong_trace(example, rng, failed)
             if wrong is not None:
                 context, correct = wrong, False
-        confidence, analysis = rng.choice(grid), rng.choice(analyses)
+        confidence, text = rng.choice(grid), rng.choice(analyses)
+        if analysis == "task":
+            examined = context if kind == "confidence" else trace
+            task_text = get_task(example.data_source).analysis(examined, example.ground_truth)
+            text = task_text if task_text is not None else text
         if kind == "confidence":
-            out.append(confidence_conversation(example, context, correct, confidence, analysis,
+            out.append(confidence_conversation(example, context, correct, confidence, text,
                                                question))
         else:
-            out.append(rlcr_conversation(example, trace, confidence, analysis))
+            out.append(rlcr_conversation(example, trace, confidence, text))
     return out
 
 

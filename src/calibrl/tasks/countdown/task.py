@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from calibrl.tasks.base import Conversion, DataSplit, Messages, Task
 from calibrl.tasks.countdown import traces
+from calibrl.tasks.countdown.check import numbers_check
 from calibrl.tasks.countdown.generate import (
     DEFAULT_MAX_NUMBER,
     DEFAULT_NUM_NUMBERS,
@@ -134,6 +135,10 @@ class CountdownTask(Task):
         if trace is None:
             return None
         return traces.with_failed_attempts(trace, example.ground_truth, failed_attempts, rng)
+
+    def analysis(self, answer_text: str, ground_truth: Mapping[str, Any]) -> str:
+        """Which given numbers the answer's equation uses (`check.numbers_check`)."""
+        return numbers_check(extract_solution(answer_text), ground_truth["numbers"])
 
     def corpus_texts(self, rng: random.Random) -> list[str]:
         """The system prompt, then the question in each style for 3 to 6 numbers."""

@@ -23,9 +23,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from calibrl.demo.facts import (
+    FACTS_TASK,
+    FactsDemoSettings,
+    facts_intro,
+    is_facts_recipe,
+    stage_facts_data,
+)
 from calibrl.errors import UserError
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.settings import DemoSettings, load_settings, updated
+from calibrl.settings.loader import read_yaml
 from calibrl.tasks import get_task
 from calibrl.tasks.files import write_splits
 from calibrl.tasks.mix import mix_by_difficulty, resample_by_difficulty
@@ -38,14 +46,17 @@ RECIPE = Path(__file__).resolve().parents[3] / "configs" / "demo.yaml"
 
 
 def load_demo_settings(path: str | Path | None = None, overrides: list[str] | None = None,
-                       options: dict[str, Any] | None = None) -> DemoSettings:
-    """The recipe at `path` (default: `RECIPE`) with `options` and `key=value` overrides."""
+                       options: dict[str, Any] | None = None
+                       ) -> DemoSettings | FactsDemoSettings:
+    """The recipe at `path` (default: `RECIPE`) with `options` and `key=value` overrides; a
+    recipe with `recipe: facts` is the facts demo's (`calibrl.demo.facts`)."""
     if path is None:
         if not RECIPE.is_file():
             raise UserError(f"the demo recipe {RECIPE} is not here (configs/ is not installed "
                             "with the package); pass --config PATH/TO/configs/demo.yaml")
         path = RECIPE
-    return load_settings(DemoSettings, path, overrides, options)
+    kind = FactsDemoSettings if is_facts_recipe(read_yaml(path)) else DemoSettings
+    return load_settings(kind, path, overrides, options)
 
 
 def _corrupt(expression: str, rng: random.Random) -> str:
@@ -115,18 +126,22 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
     return kinds
 
 
-def stage_sft(settings: DemoSettings) -> Path:
+def stage_sft(settings: DemoSettings | FactsDemoSettings) -> Path:
     """Supervised warm-up of a fresh tiny model; returns the model directory."""
     from calibrl.models import create_tiny_model
     from calibrl.settings import SFTSettings
     from calibrl.training.sft_run import run_sft
 
     out, data = Path(settings.out_dir) / "sft", Path(settings.out_dir) / "data"
+    facts = isinstance(settings, FactsDemoSettings)
     init = create_tiny_model(out / "init", seed=settings.seed, overwrite=True,
+                             task=FACTS_TASK if facts else DEMO_TASK,
                              **settings.model.model_dump())
+    # The facts demo's test split asks about facts its warm-up shows, on purpose; Countdown's
+    # test problems are held out of the warm-up.
+    held_out = () if facts else (str(data / "test.parquet"),)
     config = SFTSettings.create(**settings.sft.model_dump(), data=str(data / "sft.parquet"),
-                                exclude=(str(data / "test.parquet"),), out=str(out),
-                                model=str(init), overwrite=True)
+                                exclude=held_out, out=str(out), model=str(init), overwrite=True)
     result, _ = run_sft(config)
     return Path(result.model_dir)
 
@@ -191,8 +206,9 @@ def results_text(before: dict[str, Any], after: dict[str, Any]) -> str:
     return tables_text(before_after_rows(before, after))
 
 
-def run_demo(settings: DemoSettings) -> Path:
-    """Run every stage, print progress and timings, write the report; returns its path."""
+def run_demo(settings: DemoSettings | FactsDemoSettings) -> Path:
+    """Run every stage, print progress and timings, write the report; returns its path. The
+    facts demo has its own data stage and no probe."""
     from calibrl.demo.report import write_report
 
     console = Console()
@@ -208,17 +224,21 @@ def run_demo(settings: DemoSettings) -> Path:
         console.print(f"{name}: {timings[name]:.0f} s")
         return value
 
-    timed("data", lambda: stage_data_and_rewards(settings, console))
+    facts = isinstance(settings, FactsDemoSettings)
+    data_stage = stage_facts_data if facts else stage_data_and_rewards
+    timed("data", lambda: data_stage(settings, console))
     sft_model = timed("supervised warm-up", lambda: stage_sft(settings))
     console.print(describe_model(sft_model))
     before = timed("evaluation before RL", lambda: stage_eval(settings, sft_model, "eval-before"))
     rl_model = timed("two-turn RLCR", lambda: stage_rl(settings, sft_model))
     after = timed("evaluation after RL", lambda: stage_eval(settings, rl_model, "eval-after"))
-    probe = timed("faithfulness probe", lambda: stage_probe(settings, sft_model))
+    probe = None if facts else timed("faithfulness probe",
+                                     lambda: stage_probe(settings, sft_model))
     console.rule("[bold]results")
     console.print(results_text(before, after), markup=False, soft_wrap=True)
+    intro = facts_intro(settings, before.get("count")) if facts else None
     report = write_report(out, before=before, after=after, timings=timings,
-                          probe=probe, settings=settings)
+                          probe=probe, settings=settings, intro=intro)
     (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
     console.print(f"total {sum(timings.values()) / 60:.1f} min; report: {report.resolve()}")
     return report

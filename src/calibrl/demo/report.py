@@ -87,15 +87,16 @@ def before_after_rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> li
 
 def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str, Any],
                  timings: Mapping[str, float], probe: Mapping[str, Any] | None,
-                 settings: Any) -> Path:
-    """Write `out_dir/report.md` with its PNG figures; returns the report path."""
+                 settings: Any, intro: str | None = None) -> Path:
+    """Write `out_dir/report.md` with its PNG figures; returns the report path. `intro`
+    replaces the opening line about Countdown (the facts demo's)."""
     rows = before_after_rows(before, after)
     parts = [
         "# calibrl demo report\n",
-        f"Tiny Countdown model, {settings.data.numbers[0]}–{settings.data.numbers[1]} numbers in "
-        f"1..{settings.data.max_number}; evaluation on {before.get('count')} answers "
-        f"({settings.eval.samples} per held-out problem, "
-        f"temperature {settings.eval.temperature}).\n",
+        intro or (f"Tiny Countdown model, {settings.data.numbers[0]}–{settings.data.numbers[1]} "
+                  f"numbers in 1..{settings.data.max_number}; evaluation on "
+                  f"{before.get('count')} answers ({settings.eval.samples} per held-out "
+                  f"problem, temperature {settings.eval.temperature}).\n"),
         "## Before and after RL\n",
         metrics_table(rows),
     ]

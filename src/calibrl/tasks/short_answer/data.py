@@ -30,6 +30,7 @@ from calibrl.data.parquet import verl_schema
 from calibrl.errors import UserError
 from calibrl.tasks.base import Conversion
 from calibrl.tasks.convert import convert_rows, read_mapped_rows
+from calibrl.tasks.short_answer.facts import Fact
 from calibrl.tasks.short_answer.normalize import normalize_answer
 from calibrl.tasks.short_answer.prompts import make_messages
 
@@ -143,6 +144,14 @@ def short_answer_example(ground_truth: dict[str, Any], index: int, split: str,
     """An example posing `ground_truth` in `style`, its first accepted answer the solution."""
     return TaskExample(SOURCE, make_messages(ground_truth, style), ground_truth, index, split,
                        {"solution": ground_truth["answers"][0]}, ABILITY)
+
+
+def examples_from_facts(facts: Sequence[Fact], split: str, style: str) -> list[TaskExample]:
+    """Generated facts (`calibrl.tasks.short_answer.facts`) as examples of `split`, indexed 0..
+    in order: the one answer accepted, the exposure group the difficulty."""
+    return [short_answer_example({"question": f.question, "answers": [f.answer],
+                                  "difficulty": f.group}, i, split, style)
+            for i, f in enumerate(facts)]
 
 
 def convert_answer_file(path: str | Path, *, n: int | None = None,

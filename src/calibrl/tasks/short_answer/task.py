@@ -17,6 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from calibrl.protocol.completions import answer_trace, last_answer
 from calibrl.tasks.base import AnswerBlockTask, Conversion, Messages
+from calibrl.tasks.short_answer.facts import (
+    ATTRIBUTES,
+    DEFAULT_GROUPS,
+    DEFAULT_VALUES_PER_ATTRIBUTE,
+    generate_facts,
+)
 from calibrl.tasks.short_answer.normalize import exact_match, max_token_f1
 from calibrl.tasks.short_answer.prompts import (
     DEFAULT_PROMPT_STYLE,
@@ -56,6 +62,8 @@ class ShortAnswerTask(AnswerBlockTask):
     columns: tuple[tuple[str, str], ...] = ()
 
     prompt_styles = tuple(PROMPT_STYLES)
+    generate_options = {"groups": DEFAULT_GROUPS, "group_weights": None,
+                        "values_per_attribute": DEFAULT_VALUES_PER_ATTRIBUTE}
 
     def make_prompt(self, ground_truth: Mapping[str, Any], style: str | None = None) -> Messages:
         return make_messages(ground_truth, style or self.prompt_style)
@@ -91,6 +99,18 @@ class ShortAnswerTask(AnswerBlockTask):
 
         return question_key(ground_truth["question"])
 
+    def generate(self, n: int, *, seed: int = 0, test_size: int | None = None,
+                 test_fraction: float | None = None, style: str | None = None,
+                 **options: Any) -> tuple[list[TaskExample], list[TaskExample]]:
+        """`n` facts of a made-up world (`generate_facts`, whose keyword options `options`
+        are), each country's exposure group its difficulty."""
+        from calibrl.tasks.short_answer.data import examples_from_facts
+
+        train, test = generate_facts(n, seed=seed, test_size=test_size,
+                                     test_fraction=test_fraction, **options)
+        style = style or self.prompt_style
+        return examples_from_facts(train, "train", style), examples_from_facts(test, "test", style)
+
     def convert_file(self, path: str | Path, *, n: int | None = None,
                      test_size: int | None = None, test_fraction: float | None = None,
                      solve: bool = True) -> Conversion:
@@ -116,8 +136,10 @@ class ShortAnswerTask(AnswerBlockTask):
     # confidence turn that wrong answers look made up).
 
     def corpus_texts(self, rng: random.Random) -> list[str]:
-        """The instruction, and sample questions in each style."""
+        """The instruction, and sample questions in each style: the generated world's question
+        templates among them (its made-up names are left out, so they encode in pieces)."""
+        questions = (*_CORPUS_QUESTIONS, *(template.format("X") for _, template in ATTRIBUTES))
         texts = [INSTRUCTION]
-        texts += [m["content"] for question in _CORPUS_QUESTIONS for style in PROMPT_STYLES
+        texts += [m["content"] for question in questions for style in PROMPT_STYLES
                   for m in make_messages({"question": question}, style)]
         return texts

@@ -139,3 +139,13 @@ def test_the_tokenizer_corpus_holds_the_question_templates():
     texts = " ".join(SHORT_ANSWER.corpus_texts(random.Random(0)))
     for _, template in ATTRIBUTES:
         assert template.format("X") in texts
+
+
+def test_analysis_restates_the_question_and_answer_never_the_verdict():
+    truth = {"question": "What is the capital of Daruvin?", "answers": ["Tesho"],
+             "difficulty": "often"}
+    right = SHORT_ANSWER.analysis(answer_trace([], "Tesho"), truth)
+    wrong = SHORT_ANSWER.analysis(answer_trace([], "Bilo"), truth)
+    assert right == "What is the capital of Daruvin? My answer: Tesho."
+    assert wrong == right.replace("Tesho", "Bilo")  # the same words, right or wrong
+    assert SHORT_ANSWER.analysis("no answer block", truth).endswith("My answer: none.")

@@ -135,6 +135,14 @@ class ShortAnswerTask(AnswerBlockTask):
     # No wrong_trace: one row holds no plausible wrong answer (a made-up one would teach the
     # confidence turn that wrong answers look made up).
 
+    def analysis(self, answer_text: str, ground_truth: Mapping[str, Any]) -> str:
+        """The question again and the answer given to it ("What is the capital of Daruvin? My
+        answer: Tesho."): a recalled fact has no working to examine, and restating the pair
+        right before the confidence puts what the model knows about it next to where it says
+        how sure it is; never whether the answer is right."""
+        given = last_answer(answer_text) if isinstance(answer_text, str) else None
+        return f"{ground_truth['question']} My answer: {'none' if given is None else given}."
+
     def corpus_texts(self, rng: random.Random) -> list[str]:
         """The instruction, and sample questions in each style: the generated world's question
         templates among them (its made-up names are left out, so they encode in pieces)."""

@@ -28,3 +28,13 @@ PYEOF
 
 # -rs lists skips: with vLLM and 2 GPUs there should be none (one GPU skips the FSDP test).
 "$PY" -m pytest -q -rs -m gpu tests/rollout tests/probe tests/training "$@"
+
+# The GPU speed benchmarks of issue 27 (benchmarks/gpu/README.md): generation against
+# transformers' generate, and the two-turn RLCR step with and without gradient checkpointing,
+# on Qwen2.5-0.5B- and 1.5B-shaped random models in bf16. GPU_BENCH=0 skips them.
+if [ "${GPU_BENCH:-1}" = 1 ]; then
+    for shape in 0.5b 1.5b; do
+        "$PY" benchmarks/gpu/bench_generation.py --shape "$shape"
+        "$PY" benchmarks/gpu/bench_train_step.py --shape "$shape"
+    done
+fi

@@ -181,7 +181,8 @@ def run(args: argparse.Namespace) -> dict:
             **source, "traces": len(traces), "samples": args.samples, "points": grid,
             "max_answer_tokens": args.max_answer_tokens, "traces_per_batch": args.traces_per_batch,
             "max_rows": args.max_rows, "threads": args.threads, "repeats": args.repeats,
-            "device": "cpu", "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "device": "cpu", "cpu_count": os.cpu_count(),
+            "loadavg": [round(x, 2) for x in os.getloadavg()], "platform": platform.platform(),
             "torch": torch.__version__, "transformers": transformers.__version__,
             "chain_tokens": [len(t.chain_ids) for t in traces],
             "context_tokens": [len(t.context_ids) for t in traces],
@@ -228,6 +229,7 @@ def main() -> None:
         z = agree.get("max_abs_z")
         print(f"  {name:16s} curves agree within sampling error: {agree['agree']} "
               f"(traces {agree['traces']}, max |z| = {'-' if z is None else f'{z:.2f}'})")
+    print(f"load average (1, 5, 15 min) at the end: {setup['loadavg']}")
     print(f"wrote {args.out}")
 
 

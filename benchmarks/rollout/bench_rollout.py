@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> dict:
         "goal_prefill_tokens_at_most": 1 / args.gc,
     }
     out["goal_met"] = out["ratios"]["reuse_over_naive_prefill_tokens"] <= 1 / args.gc + 1e-12
-    out["setup"] = {**{k: _rel(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    out["setup"] = {"loadavg": [round(x, 2) for x in os.getloadavg()],**{k: _rel(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                     "vocab": len(tokenizer),
                     "mean_prompt_tokens": sum(map(len, prompts)) / len(prompts),
                     "mean_turn2_context_tokens": sum(map(len, contexts)) / len(contexts),
@@ -127,6 +128,7 @@ def print_table(res: dict) -> None:
     for k, v in res["ratios"].items():
         print(f"{k:<36}{v:.4f}")
     print(f"goal (reuse prefill tokens <= 1/G_c) met: {res['goal_met']}")
+    print(f"load average (1, 5, 15 min): {res['setup']['loadavg']}")
 
 
 def main() -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -200,10 +201,12 @@ def main() -> None:
     results: dict[str, list[SideResult]] = {side: [] for side in SIDES}
     for i in range(args.rounds):
         for side in SIDES:
-            print(f"round {i + 1}/{args.rounds}: {side} ...", flush=True)
+            print(f"round {i + 1}/{args.rounds}: {side} ... (load average "
+                  f"{tuple(round(x, 2) for x in os.getloadavg())})", flush=True)
             results[side].append(run_side(side, spec, work, f"r{i}"))
     res = compare(spec, results)
     res["setup"] = {**asdict(spec), "model": model_note, "rounds": args.rounds,
+                    "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
                     "machine": platform.machine(), "processor": platform.processor() or "?",
                     "command": " ".join([_rel(Path(sys.executable)), *sys.argv])}
     for key in ("model_dir", "train_path", "work_dir"):
@@ -211,6 +214,7 @@ def main() -> None:
     print_table(res)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"load average (1, 5, 15 min) at the end: {res['setup']['loadavg_at_end']}")
     print(f"wrote {args.out}")
 
 

@@ -132,3 +132,18 @@ def test_engine_sampler_sends_full_contexts_and_regroups(jobs, suffix):
 def test_engine_sampler_with_the_hf_engine(engine, jobs, suffix):
     results = EngineSampler(engine).sample(jobs, suffix, PARAMS)
     assert [[len(g) for g in job] for job in results] == [[2] * len(j.cuts) for j in jobs]
+
+
+def test_fast_step_gives_the_ordinary_forward_s_samples_bit_for_bit(engine, jobs, suffix,
+                                                                    monkeypatch):
+    """`fast_forward.StepForward` runs the layers as `model(...)` does: same tokens, same
+    log-probs to the last bit."""
+    from calibrl.rollout import fast_forward
+
+    assert fast_forward.supported(engine.model)
+    fast = CachedSampler(engine, max_rows=9).sample(jobs, suffix, PARAMS)
+    monkeypatch.setattr(fast_forward, "supported", lambda model: False)
+    slow = CachedSampler(engine, max_rows=9).sample(jobs, suffix, PARAMS)
+    flat = [[(g.token_ids, g.logprobs, g.finish_reason) for c in job for g in c] for job in fast]
+    assert flat == [[(g.token_ids, g.logprobs, g.finish_reason) for c in job for g in c]
+                    for job in slow]

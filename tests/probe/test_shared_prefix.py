@@ -60,8 +60,15 @@ def test_attention_equals_sdpa_over_the_concatenated_context(new, q_heads, kv_he
 def test_select_regroups_rows():
     kvs = [[(torch.zeros(1, 1, 4, 2), torch.zeros(1, 1, 4, 2))]] * 2
     prefix = SharedPrefix(kvs, torch.tensor([0, 1, 1]), torch.tensor([2, 0, 3]))
-    assert [(g.source, g.rows.tolist(), g.width) for g in prefix.groups] == [(0, [0], 2),
-                                                                              (1, [1, 2], 3)]
+
+    def rows(group):  # a run of consecutive rows is kept as a slice
+        return torch.arange(3)[group.rows].tolist()
+
+    assert [(g.source, rows(g), g.width) for g in prefix.groups] == [(0, [0], 2), (1, [1, 2], 3)]
+    assert all(isinstance(g.rows, slice) for g in prefix.groups)
+    apart = SharedPrefix(kvs, torch.tensor([0, 1, 0]), torch.tensor([2, 1, 3]))
+    assert [(g.source, rows(g), g.width) for g in apart.groups] == [(0, [0, 2], 3), (1, [1], 1)]
+    assert isinstance(apart.groups[0].rows, torch.Tensor)
     picked = prefix.select(torch.tensor([2, 2, 0]))
     assert picked.cut.tolist() == [3, 3, 2] and picked.source.tolist() == [1, 1, 0]
     assert prefix.select(torch.tensor([1])).groups == []  # a row that sees no prefix

@@ -17,7 +17,9 @@ conventions of `calibrl.rollout.engine`), where job `j` asks for `params.n` cont
 Randomness of `CachedSampler`: sample `s` of the point at `cut` of the job keyed `key` draws its
 token at step `t` from `uniforms(seed, derive_seed(key, cut), s, t)`, a pure function of what it
 samples; batching, the other jobs of a call and resuming leave the samples unchanged. The
-token-by-token loop is `calibrl.rollout.decode.decode_rows`, the one `HFEngine` runs too.
+token-by-token loop is `calibrl.rollout.decode.decode_rows`, the one `HFEngine` runs too, and
+its steps go through `calibrl.rollout.fast_forward.StepForward` where the model allows
+(bit-identical to `model(...)`).
 """
 
 from __future__ import annotations
@@ -30,8 +32,13 @@ import torch
 
 from calibrl.errors import UserError
 from calibrl.probe.growable_cache import GrowableCache
-from calibrl.probe.shared_prefix import SharedPrefix, shared_prefix_attention, supported
-from calibrl.rollout import kv_cache
+from calibrl.probe.shared_prefix import (
+    SharedPrefix,
+    attention,
+    shared_prefix_attention,
+    supported,
+)
+from calibrl.rollout import fast_forward, kv_cache
 from calibrl.rollout.decode import decode_rows
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.hf_engine import HFEngine, plan_chunks
@@ -194,9 +201,20 @@ class _SharedPrefixRows:
     def __init__(self, sampler: CachedSampler, cache: GrowableCache, prefix: SharedPrefix
                  ) -> None:
         self.sampler, self.cache, self.prefix = sampler, cache, prefix
+        model = sampler.engine.model
+        # The same layers without transformers' per-call work, where that is exact.
+        self.step = fast_forward.StepForward(model) if fast_forward.supported(model) else None
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        return self.sampler._forward(tokens[:, None], pos[:, None], self.cache, self.prefix)
+        if self.step is None:
+            return self.sampler._forward(tokens[:, None], pos[:, None], self.cache, self.prefix)
+        self.sampler.stats.forward_passes += 1
+        return self.step.forward(tokens, pos, self._attend)
+
+    def _attend(self, module: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+                ) -> torch.Tensor:
+        return attention(module, q, k, v, None, scaling=module.scaling,
+                         probe_prefix=self.prefix, probe_cache=self.cache)[0]
 
     def select(self, index: torch.Tensor) -> None:
         self.cache.batch_select_indices(index)

@@ -44,7 +44,8 @@ KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [1, Hk, 
 @dataclass(frozen=True)
 class _Group:
     source: int
-    rows: torch.Tensor  # [r] the rows reading this source
+    rows: torch.Tensor | slice  # [r] the rows reading this source (a slice when consecutive)
+    count: int  # r
     width: int  # prefix slots any of them sees
     hidden: torch.Tensor  # [r, width] slots past a row's cut
 
@@ -72,8 +73,12 @@ class SharedPrefix:
             width = int(self.cut[rows].max())
             if width > 0:
                 slots = torch.arange(width, device=self.cut.device)
-                groups.append(_Group(source, rows, width,
-                                     slots[None, :] >= self.cut[rows][:, None]))
+                hidden = slots[None, :] >= self.cut[rows][:, None]
+                first, count = int(rows[0]), len(rows)
+                # Rows are sorted by source, so a group is usually a run: a view, not a copy.
+                consecutive = int(rows[-1]) - first == count - 1
+                groups.append(_Group(source, slice(first, first + count) if consecutive
+                                     else rows, count, width, hidden))
         object.__setattr__(self, "groups", groups)
 
     def select(self, index: torch.Tensor) -> SharedPrefix:
@@ -90,15 +95,16 @@ def _prefix_part(query: torch.Tensor, prefix: SharedPrefix, layer: int, scaling:
     norm = query.new_zeros((rows, heads, gq))
     acc = query.new_zeros((rows, heads, gq, dim))
     for group in prefix.groups:
-        idx, width = group.rows, group.width
+        idx, width, count = group.rows, group.width, group.count
         keys, values = prefix.kvs[group.source][layer]  # [1, Hk, L, D]
         k, v = keys[0, :, :width].float(), values[0, :, :width].float()  # [Hk, L, D]
         q = query[idx].permute(1, 0, 2, 3).reshape(heads, -1, dim)  # [Hk, r*gQ, D]
-        scores = torch.bmm(q, k.transpose(1, 2)).view(heads, len(idx), gq, width) * scaling
-        scores = scores.masked_fill(group.hidden[None, :, None, :], -torch.inf)  # [Hk, r, gQ, L]
+        # In place on fresh tensors: the same operations, fewer large allocations.
+        scores = torch.bmm(q, k.transpose(1, 2)).view(heads, count, gq, width).mul_(scaling)
+        scores.masked_fill_(group.hidden[None, :, None, :], -torch.inf)  # [Hk, r, gQ, L]
         m_s = scores.amax(-1)  # [Hk, r, gQ]; -inf for a row that sees no prefix
-        p = torch.exp(scores - torch.where(torch.isinf(m_s), 0.0, m_s)[..., None])
-        out = torch.bmm(p.view(heads, -1, width), v).view(heads, len(idx), gq, dim)
+        p = scores.sub_(torch.where(torch.isinf(m_s), 0.0, m_s)[..., None]).exp_()
+        out = torch.bmm(p.view(heads, -1, width), v).view(heads, count, gq, dim)
         m[idx] = m_s.permute(1, 0, 2)
         norm[idx] = p.sum(-1).permute(1, 0, 2)
         acc[idx] = out.permute(1, 0, 2, 3)
@@ -111,13 +117,14 @@ def _own_part(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, new: 
     are the queries' own, seen causally."""
     rows, heads, gq, dim = query.shape
     slots = key.shape[2]
-    scores = torch.matmul(query, key.float().transpose(2, 3)) * scaling  # [R, Hk, gQ, S]
-    g = gq // new
-    q_pos = (slots - new + torch.arange(new, device=query.device)).repeat(g)  # [gQ]
-    hidden = torch.arange(slots, device=query.device)[None, :] > q_pos[:, None]  # [gQ, S]
-    scores = scores.masked_fill(hidden, -torch.inf)
+    scores = torch.matmul(query, key.float().transpose(2, 3)).mul_(scaling)  # [R, Hk, gQ, S]
+    if new > 1:  # one new token (decoding) sees every slot: nothing to hide
+        g = gq // new
+        q_pos = (slots - new + torch.arange(new, device=query.device)).repeat(g)  # [gQ]
+        hidden = torch.arange(slots, device=query.device)[None, :] > q_pos[:, None]  # [gQ, S]
+        scores.masked_fill_(hidden, -torch.inf)
     m = scores.amax(-1)  # finite: every query sees itself
-    p = torch.exp(scores - m[..., None])
+    p = scores.sub_(m[..., None]).exp_()
     return m, p.sum(-1), torch.matmul(p, value.float())
 
 

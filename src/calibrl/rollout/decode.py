@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import torch
 
 from calibrl.rollout.engine import Generation, SamplingParams
-from calibrl.rollout.sampling import sample_tokens, uniforms
+from calibrl.rollout.sampling import sample_tokens, stream_state, uniforms_at
 from calibrl.rollout.stopping import StopChecker, decode
 
 
@@ -51,8 +51,9 @@ def decode_rows(state: RowState, logits: torch.Tensor, pos: torch.Tensor, stream
     logps: list[list[float]] = [[] for _ in range(rows)]
     reasons: list[Any] = [None] * rows
     batch = list(range(rows))  # the row at each batch position
+    stream = stream_state(seed, streams, samples)  # [R]; the step-free part of `uniforms`
     for step in range(params.max_new_tokens):
-        u = uniforms(seed, streams, samples, step)
+        u = uniforms_at(stream, step)
         tok, lp = sample_tokens(logits, params.temperature, params.top_k, params.top_p, u)
         live = []
         for j, (r, t, p) in enumerate(zip(batch, tok.tolist(), lp.tolist(), strict=True)):
@@ -68,7 +69,7 @@ def decode_rows(state: RowState, logits: torch.Tensor, pos: torch.Tensor, stream
         if finished and finished >= drop_share * len(batch):
             idx = torch.tensor(live, device=tok.device)
             state.select(idx)
-            tok, pos, streams, samples = tok[idx], pos[idx], streams[idx], samples[idx]
+            tok, pos, stream = tok[idx], pos[idx], stream[idx]
             batch = [batch[j] for j in live]
         logits = state.forward(tok, pos)
         pos = pos + 1

@@ -6,6 +6,9 @@ question) once rather than once per confidence sample. Contexts are sorted longe
 packed into chunks of at most `max_batch_size` decoded rows (`plan_chunks`; a context whose
 samples straddle two chunks is encoded in both). Rows are decoded by
 `calibrl.rollout.decode.decode_rows` and leave the batch, and the cache, as soon as they stop.
+For Llama-family models a decoding step skips `model(...)`'s per-call machinery
+(`fast_forward.StepForward`) and writes into preallocated KV buffers (`_StaticRows`); the
+logits are bit-identical to `model(...)`'s, so the samples are too.
 
 `generate_from_shared_prefix(prefix, branches, params)` encodes one sequence once and samples
 after many contexts `prefix[:cut] + suffix` read from crops of its cache; its samples equal
@@ -27,9 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from calibrl.errors import UserError
-from calibrl.rollout import kv_cache
+from calibrl.rollout import fast_forward, kv_cache
 from calibrl.rollout.decode import decode_rows
 from calibrl.rollout.engine import Generation, SamplingParams, check_prompts
 from calibrl.rollout.stopping import StopChecker
@@ -211,7 +215,11 @@ class HFEngine:
         """Sample until every row stops; finished rows leave the batch (and the cache) at once."""
         checker = StopChecker(self.tokenizer, params.stop, self.eos_token_ids,
                               params.max_new_tokens)
-        rows = _PaddedRows(self.model, cache, mask)
+        if fast_forward.supported(self.model):
+            rows: Any = _StaticRows(fast_forward.StepForward(self.model), cache, mask,
+                                    params.max_new_tokens)
+        else:
+            rows = _PaddedRows(self.model, cache, mask)
         out = decode_rows(rows, logits, pos, ctx, sample, params, seed, checker)
         self.stats.generated_tokens += sum(len(g.token_ids) for g in out)
         return out
@@ -242,6 +250,63 @@ class _PaddedRows:
 
     def select(self, index: torch.Tensor) -> None:
         self.cache, self.mask = kv_cache.select_rows(self.cache, self.mask, index)
+
+
+class _StaticRows:
+    """The same rows in preallocated buffers, decoded by `fast_forward.StepForward`.
+
+    The prefilled `DynamicCache` is copied once into per-layer buffers `[R, Hk, L + T, D]` with
+    room for every token to come, and the mask into a boolean `[R, L + T]`; a step writes one
+    slot in place instead of concatenating the whole cache, and attends through transformers'
+    own SDPA function over the filled slots, with the mask `model(...)` would build (so the
+    logits are those of `_PaddedRows`, bit for bit).
+    """
+
+    def __init__(self, step: fast_forward.StepForward, cache: Any, mask: torch.Tensor,
+                 room: int) -> None:
+        self.step = step
+        self.length = mask.shape[1]
+        self.keys, self.values = [], []
+        for layer in cache.layers:
+            for src, dst in ((layer.keys, self.keys), (layer.values, self.values)):
+                buf = src.new_empty((*src.shape[:2], self.length + room, src.shape[3]))
+                buf[:, :, :self.length] = src
+                dst.append(buf)
+        self.mask = torch.zeros((mask.shape[0], self.length + room), dtype=torch.bool,
+                                device=mask.device)
+        self.mask[:, :self.length] = mask.bool()
+        self.padded = not bool(self.mask[:, :self.length].all())
+
+    def forward(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        slot = self.length
+        self.mask[:, slot] = True
+        # [R, 1, 1, L + 1], True = visible; none without padding, as transformers skips it
+        # then (SDPA may pick another kernel with a mask, so this keeps the same one).
+        mask = self.mask[:, None, None, :slot + 1] if self.padded else None
+
+        def attend(module: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+                   ) -> torch.Tensor:
+            keys, values = self.keys[module.layer_idx], self.values[module.layer_idx]
+            keys[:, :, slot] = k[:, :, 0]
+            values[:, :, slot] = v[:, :, 0]
+            return sdpa_attention_forward(module, q, keys[:, :, :slot + 1],
+                                          values[:, :, :slot + 1], mask, dropout=0.0,
+                                          scaling=module.scaling)[0]
+
+        logits = self.step.forward(tokens, pos, attend)
+        self.length += 1
+        return logits
+
+    def select(self, index: torch.Tensor) -> None:
+        """Keep rows `index`; only the filled slots are copied, into the first rows."""
+        for bufs in (self.keys, self.values):
+            for i, buf in enumerate(bufs):
+                kept = buf[index, :, :self.length]
+                bufs[i] = buf[:len(index)] if len(index) <= buf.shape[0] else \
+                    buf.new_empty((len(index), *buf.shape[1:]))
+                bufs[i][:, :, :self.length] = kept
+        self.mask = self.mask[index]
+        self.padded = not bool(self.mask[:, :self.length].all())
 
 
 def _default_eos(model: Any, tokenizer: Any) -> set[int]:

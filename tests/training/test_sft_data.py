@@ -198,7 +198,7 @@ def test_task_analysis_examines_the_context_answer_and_changes_nothing_else():
     checked = build_conversations(problems(), mix, random.Random(3), analysis="task")
     assert [c.kind for c in neutral] == [c.kind for c in checked]
     flagged = Counter()
-    for plain, check in zip(neutral, checked):
+    for plain, check in zip(neutral, checked, strict=True):
         assert plain.messages[:-1] == check.messages[:-1]
         assert plain.confidence == check.confidence
         if check.kind not in ("confidence", "rlcr"):

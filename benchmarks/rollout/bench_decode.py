@@ -142,18 +142,26 @@ class Profile:
         self.calls: dict[str, int] = defaultdict(int)
         self._stack: list[list[float]] = []  # [start, time spent in children]
 
+    def push(self) -> None:
+        """Start timing a part (ended by `pop`)."""
+        self._stack.append([time.perf_counter(), 0.0])
+
+    def pop(self, name: str) -> None:
+        """End the innermost part, charging `name` its time less its children's."""
+        start, children = self._stack.pop()
+        spent = time.perf_counter() - start
+        self.seconds[name] += spent - children
+        self.calls[name] += 1
+        if self._stack:
+            self._stack[-1][1] += spent
+
     @contextlib.contextmanager
     def part(self, name: str) -> Iterator[None]:
-        self._stack.append([time.perf_counter(), 0.0])
+        self.push()
         try:
             yield
         finally:
-            start, children = self._stack.pop()
-            spent = time.perf_counter() - start
-            self.seconds[name] += spent - children
-            self.calls[name] += 1
-            if self._stack:
-                self._stack[-1][1] += spent
+            self.pop(name)
 
     def wrap(self, name: str, fn: Callable) -> Callable:
         def timed(*a, **k):
@@ -211,8 +219,8 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
         for m in model.modules():
             if isinstance(m, torch.nn.Linear):
                 hooks.append(m.register_forward_pre_hook(
-                    lambda *_: prof._stack.append([time.perf_counter(), 0.0])))
-                hooks.append(m.register_forward_hook(lambda *_: _pop(prof, "linear layers")))
+                    lambda *_: prof.push()))
+                hooks.append(m.register_forward_hook(lambda *_: prof.pop("linear layers")))
     try:
         yield
     finally:
@@ -221,15 +229,6 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
         AttentionInterface._global_mapping.update(originals)
         for obj, name, old in reversed(patches):
             setattr(obj, name, old)
-
-
-def _pop(prof: Profile, name: str) -> None:
-    start, children = prof._stack.pop()
-    spent = time.perf_counter() - start
-    prof.seconds[name] += spent - children
-    prof.calls[name] += 1
-    if prof._stack:
-        prof._stack[-1][1] += spent
 
 
 # --- the workloads ------------------------------------------------------------------------------

@@ -21,24 +21,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 from rich.console import Console
 from rich.table import Table
 
 from calibrl.data.example import TaskExample
+from calibrl.demo.tables import reward_table
 from calibrl.protocol.completions import answer_trace
-from calibrl.settings.base import Section, Seed
-from calibrl.settings.demo import TinyModelSection
-from calibrl.settings.eval import EvalSection
-from calibrl.settings.sft import SFTSection
-from calibrl.settings.train import TrainSettings
+from calibrl.settings.base import Section
+from calibrl.settings.demo import DemoStages
 from calibrl.tasks import get_task
 from calibrl.tasks.files import write_splits
 from calibrl.tasks.mix import difficulty_of, mix_by_difficulty
 
 FACTS_TASK = "short_answer"
 FACTS_RECIPE = "facts"  # the value of `recipe:` that marks a facts demo recipe
-STAGES_WITH_SEEDS = ("sft", "eval", "rl")
 
 
 class FactsDataSection(Section):
@@ -81,46 +78,12 @@ class FactsDataSection(Section):
         return dict(zip(self.groups, self.exposure, strict=True))
 
 
-class FactsDemoSettings(Section):
+class FactsDemoSettings(DemoStages):
     """data -> SFT -> eval before -> two-turn RLCR -> eval after -> report, on made-up facts."""
 
     recipe: Literal["facts"] = Field(description="Which demo the recipe runs: 'facts' (the "
                                      "Countdown recipe has no such key).")
-    out_dir: str = Field(description="Where the demo writes everything.")
-    seed: Seed = Field(description="Seed for the world, training and sampling; every stage "
-                       "takes it (a stage's own seed key must agree or be left out).")
     data: FactsDataSection = Field(description="The world of facts and its exposure groups.")
-    model: TinyModelSection = Field(description="The tiny model's shape.")
-    sft: SFTSection = Field(description="Supervised warm-up (as `calibrl sft`).")
-    eval: EvalSection = Field(description="Evaluation before and after RL (as `calibrl eval`).")
-    rl: TrainSettings = Field(description="The RL stage (as `calibrl train`); model.path, "
-                              "data.train_path, logging.output_dir and logging.run_name are "
-                              "set by the demo.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_seed(cls, values: Any) -> Any:
-        if not isinstance(values, dict) or "seed" not in values:
-            return values
-        values = dict(values)
-        for stage in STAGES_WITH_SEEDS:
-            section = values.get(stage, {})
-            if isinstance(section, BaseModel):
-                section = section.model_dump()
-            if not isinstance(section, dict):
-                continue  # the field's own validation reports it
-            if section.get("seed", values["seed"]) != values["seed"]:
-                raise ValueError(f"{stage}.seed differs from the demo's seed; set seed only")
-            values[stage] = {**section, "seed": values["seed"]}
-        return values
-
-    @model_validator(mode="after")
-    def _one_question(self) -> FactsDemoSettings:
-        asked = {self.sft.confidence_question, self.eval.confidence_question,
-                 self.rl.rollout.confidence_question}
-        if len(asked) > 1:
-            raise ValueError("sft, eval and rl.rollout must ask the same confidence_question")
-        return self
 
 
 def is_facts_recipe(tree: Mapping[str, Any]) -> bool:
@@ -176,13 +139,7 @@ def stage_facts_data(settings: FactsDemoSettings, console: Console) -> dict[str,
         table.add_row(group, str(data.copies[group]), *(str(c[group]) for c in counts))
     console.print(table)
     kinds = reward_check(test, seed=settings.seed)
-    rewards = Table(title="Short-answer reward on the test split")
-    rewards.add_column("answer")
-    for score in ("1.0 (correct)", "0.1 (format ok)", "0 (no answer)"):
-        rewards.add_column(score, justify="right")
-    for kind, scores in kinds.items():
-        rewards.add_row(kind, str(scores[1.0]), str(scores[0.1]), str(scores[0]))
-    console.print(rewards)
+    console.print(reward_table("Short-answer reward on the test split", kinds, "no answer"))
     return kinds
 
 

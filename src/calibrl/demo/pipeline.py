@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from calibrl.demo.facts import (
     FACTS_TASK,
@@ -30,6 +29,7 @@ from calibrl.demo.facts import (
     is_facts_recipe,
     stage_facts_data,
 )
+from calibrl.demo.tables import reward_table
 from calibrl.errors import UserError
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.settings import DemoSettings, load_settings, updated
@@ -116,13 +116,7 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
         for kind, answer in answers.items():
             kinds[kind][task.score(prefix + answer, example.ground_truth)] += 1
 
-    table = Table(title="Countdown reward on the test split")
-    table.add_column("answer")
-    for score in ("1.0 (correct)", "0.1 (format ok)", "0 (no equation)"):
-        table.add_column(score, justify="right")
-    for kind, counts in kinds.items():
-        table.add_row(kind, str(counts[1.0]), str(counts[0.1]), str(counts[0]))
-    console.print(table)
+    console.print(reward_table("Countdown reward on the test split", kinds, "no equation"))
     return kinds
 
 

@@ -7,7 +7,7 @@ can be re-run on its own with the same values.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -16,8 +16,6 @@ from calibrl.settings.eval import EvalSection
 from calibrl.settings.probe import ProbeSection
 from calibrl.settings.sft import SFTSection
 from calibrl.settings.train import TrainSettings
-
-STAGES_WITH_SEEDS = ("sft", "eval", "rl", "probe")
 
 
 class DemoDataSection(Section):
@@ -67,21 +65,22 @@ class TinyModelSection(Section):
     num_heads: int = Field(gt=0, description="Attention heads per block.")
 
 
-class DemoSettings(Section):
-    """data -> SFT -> eval before -> two-turn RLCR -> eval after -> probe -> report."""
+class DemoStages(Section):
+    """What every demo recipe shares: where it writes, one seed for every stage, the tiny
+    model's shape and the SFT, evaluation and RL stages (each as its own command's section).
+    A recipe adds its `data` (and its other stages, listed in `SEEDED_STAGES`)."""
+
+    SEEDED_STAGES: ClassVar[tuple[str, ...]] = ("sft", "eval", "rl")
 
     out_dir: str = Field(description="Where the demo writes everything.")
     seed: Seed = Field(description="Seed for data, training and sampling; every stage takes it "
                       "(a stage's own seed key must agree or be left out).")
-    data: DemoDataSection = Field(description="Data generation and mixes.")
     model: TinyModelSection = Field(description="The tiny model's shape.")
     sft: SFTSection = Field(description="Supervised warm-up (as `calibrl sft`).")
     eval: EvalSection = Field(description="Evaluation before and after RL (as `calibrl eval`).")
     rl: TrainSettings = Field(description="The RL stage (as `calibrl train`); model.path, "
                               "data.train_path, logging.output_dir and logging.run_name are "
                               "set by the demo.")
-    probe: ProbeSection = Field(description="Faithfulness probe of the SFT model's greedy "
-                                "chains on the first `probe.limit` test problems.")
 
     @model_validator(mode="before")
     @classmethod
@@ -89,7 +88,7 @@ class DemoSettings(Section):
         if not isinstance(values, dict) or "seed" not in values:
             return values
         values = dict(values)
-        for stage in STAGES_WITH_SEEDS:
+        for stage in cls.SEEDED_STAGES:
             section = values.get(stage, {})
             if isinstance(section, BaseModel):
                 section = section.model_dump()
@@ -101,9 +100,19 @@ class DemoSettings(Section):
         return values
 
     @model_validator(mode="after")
-    def _one_question(self) -> DemoSettings:
+    def _one_question(self) -> DemoStages:
         asked = {self.sft.confidence_question, self.eval.confidence_question,
                  self.rl.rollout.confidence_question}
         if len(asked) > 1:
             raise ValueError("sft, eval and rl.rollout must ask the same confidence_question")
         return self
+
+
+class DemoSettings(DemoStages):
+    """data -> SFT -> eval before -> two-turn RLCR -> eval after -> probe -> report."""
+
+    SEEDED_STAGES: ClassVar[tuple[str, ...]] = ("sft", "eval", "rl", "probe")
+
+    data: DemoDataSection = Field(description="Data generation and mixes.")
+    probe: ProbeSection = Field(description="Faithfulness probe of the SFT model's greedy "
+                                "chains on the first `probe.limit` test problems.")

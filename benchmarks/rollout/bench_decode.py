@@ -194,16 +194,21 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
     loop = prof.wrap("decode loop (Python bookkeeping)", decode_mod.decode_rows)
     for mod in (hf_engine, sampler_mod):
         patch(mod, "decode_rows", loop)
-    for name in ("sample_tokens", "uniforms", "uniforms_at"):
+    for name in ("sample_tokens", "uniforms", "uniforms_at", "uniform_table"):
         if hasattr(decode_mod, name):
             patch(decode_mod, name, prof.wrap("sampling", getattr(decode_mod, name)))
-    patch(stopping.StopChecker, "finish", prof.wrap("stop checks", stopping.StopChecker.finish))
+    for name in ("finish", "stop_string_in", "may_complete"):
+        patch(stopping.StopChecker, name,
+              prof.wrap("stop checks", getattr(stopping.StopChecker, name)))
     for cls in (hf_engine._PaddedRows, getattr(hf_engine, "_StaticRows", None),
                 sampler_mod._SharedPrefixRows):
         if cls is None:
             continue
         patch(cls, "forward", prof.wrap("model forward (norms, rotary, glue)", cls.forward))
-        patch(cls, "select", prof.wrap("row selection (finished rows leave)", cls.select))
+        for name in ("select", "keep"):  # "select" in an older calibrl
+            if hasattr(cls, name):
+                patch(cls, name, prof.wrap("row selection (finished rows leave)",
+                                           getattr(cls, name)))
 
     for mod, name in ((hf_engine, "sdpa_attention_forward"), (sampler_mod, "attention")):
         if hasattr(mod, name):
@@ -212,6 +217,9 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
                  for k in ("sdpa", shared_prefix.ATTENTION_NAME)}
     for k, fn in originals.items():
         AttentionInterface._global_mapping[k] = prof.wrap("attention", fn)
+    if fast_forward is not None:
+        patch(fast_forward, "sdpa_decode",
+              prof.wrap("attention", getattr(fast_forward, "sdpa_decode", None)))
     hooks = []
     if fast_forward is not None and fast_forward.supported(model):  # hooks would send it down the ordinary path
         patch(fast_forward, "_linear", prof.wrap("linear layers", fast_forward._linear))

@@ -25,9 +25,11 @@ class FakeRows:
         self.sizes.append(len(tokens))
         return self.table[tokens, pos]
 
-    def select(self, index):
-        assert index.max() < self.rows
+    def keep(self, live):
+        assert len(live) == self.rows
+        index = live.nonzero()[:, 0].flip(0)  # any order will do: the loop follows it
         self.rows = len(index)
+        return index
 
 
 class Tok:

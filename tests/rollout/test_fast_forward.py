@@ -10,7 +10,7 @@ from transformers import DynamicCache
 
 from calibrl.models import build_tiny_model
 from calibrl.models import build_tokenizer as build_calibrl_tokenizer
-from calibrl.rollout import fast_forward, hf_engine
+from calibrl.rollout import fast_forward
 from calibrl.rollout.engine import SamplingParams
 from calibrl.rollout.hf_engine import Branch, HFEngine
 from calibrl.rollout.sampling import (
@@ -40,12 +40,13 @@ def _step_logits_both_ways(model, rows=5, context=7):
         want = model(input_ids=tokens[:, None], position_ids=pos[:, None], past_key_values=cache,
                      use_cache=True, logits_to_keep=1).logits[:, -1]
 
-        def attend(module, q, k, v):
-            i = module.layer_idx
-            kk, vv = torch.cat([keys[i], k], 2), torch.cat([values[i], v], 2)
-            return hf_engine.sdpa_attention_forward(module, q, kk, vv, None, scaling=module.scaling)[0]
+        def attend(layer, q, k, v):
+            kk = torch.cat([keys[layer], k[:, :, None]], 2)
+            vv = torch.cat([values[layer], v[:, :, None]], 2)
+            module = model.model.layers[layer].self_attn
+            return fast_forward.sdpa_decode(module, q, kk, vv, None)
 
-        got = fast_forward.StepForward(model).forward(tokens, pos, attend)
+        got = fast_forward.StepForward(model, context + 1).forward(tokens, pos, attend)
     return want, got
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from calibrl.rollout.stopping import StopChecker, decode
 
@@ -40,3 +41,28 @@ def test_eos_and_length(tokenizer):
     assert checker.finish([5, tokenizer.eos_token_id]) == "stop"
     assert checker.finish([5, 6, 7]) == "length"
     assert checker.finish([5, 6, tokenizer.eos_token_id]) == "stop"  # stop wins over length
+
+
+@pytest.mark.parametrize("stops", [["</answer>"], ["</analysis>", "确信"], ["→"], ["e"],
+                                   ["\n\n"], ["a "]])
+def test_tokens_the_table_rules_out_never_complete_a_stop_string(tokenizer, stops):
+    # The decode loop decodes a row's text only after a token `may_complete` marks; on random
+    # sequences that must find every stop the full check finds, at the same token.
+    checker = StopChecker(tokenizer, stops, eos_token_ids=[], max_new_tokens=10**6)
+    table = checker.may_complete(len(tokenizer) + 5)
+    assert table[len(tokenizer):].all()  # ids the tokenizer does not know: always checked
+    if any(s[-1].isspace() for s in stops):
+        assert table.all()  # a leading space may be lost when a token is decoded alone
+    else:
+        assert not table.all()  # the table does rule tokens out
+    pieces = stops + ["</", "answer", ">", "确", "信", "→", " e", "a", " ", "b", "\n", "x"]
+    generator = torch.Generator().manual_seed(len(stops[0]))
+    hits = 0
+    for _ in range(60):
+        picks = torch.randint(0, len(pieces), (12,), generator=generator).tolist()
+        ids = tokenizer.encode("".join(pieces[i] for i in picks))
+        first = next((j for j in range(1, len(ids) + 1) if checker.stop_string_in(ids[:j])), None)
+        if first is not None:  # the token that completes the first stop string
+            assert table[ids[first - 1]]
+            hits += 1
+    assert hits > 0

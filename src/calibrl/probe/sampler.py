@@ -181,7 +181,7 @@ class CachedSampler:
         """
         checker = StopChecker(self.engine.tokenizer, params.stop, self.engine.eos_token_ids,
                               params.max_new_tokens)
-        rows = _SharedPrefixRows(self, cache, prefix)
+        rows = _SharedPrefixRows(self, cache, prefix, int(pos.max()) + params.max_new_tokens)
         out = decode_rows(rows, logits, pos, streams, sample, params, params.seed or 0, checker,
                           drop_share=1 / 8)
         self.stats.generated_tokens += sum(len(g.token_ids) for g in out)
@@ -198,12 +198,14 @@ class CachedSampler:
 class _SharedPrefixRows:
     """Rows that read a `SharedPrefix` and keep their own tokens in a `GrowableCache`."""
 
-    def __init__(self, sampler: CachedSampler, cache: GrowableCache, prefix: SharedPrefix
-                 ) -> None:
+    def __init__(self, sampler: CachedSampler, cache: GrowableCache, prefix: SharedPrefix,
+                 positions: int) -> None:
         self.sampler, self.cache, self.prefix = sampler, cache, prefix
         model = sampler.engine.model
-        # The same layers without transformers' per-call work, where that is exact.
-        self.step = fast_forward.StepForward(model) if fast_forward.supported(model) else None
+        # The same layers without transformers' per-call work, where the model allows.
+        self.step = (fast_forward.StepForward(model, positions)
+                     if fast_forward.supported(model) else None)
+        self.modules = [layer.self_attn for layer in model.model.layers] if self.step else []
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         if self.step is None:
@@ -211,14 +213,21 @@ class _SharedPrefixRows:
         self.sampler.stats.forward_passes += 1
         return self.step.forward(tokens, pos, self._attend)
 
-    def _attend(self, module: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    def _attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                 ) -> torch.Tensor:
-        return attention(module, q, k, v, None, scaling=module.scaling,
-                         probe_prefix=self.prefix, probe_cache=self.cache)[0]
+        """`StepForward`'s attention: `q` `[R, Hq, D]`, `k`, `v` `[R, Hk, D]`."""
+        module = self.modules[layer]
+        out = attention(module, q[:, :, None], k[:, :, None], v[:, :, None], None,
+                        scaling=module.scaling, probe_prefix=self.prefix,
+                        probe_cache=self.cache)[0]
+        return out.reshape(len(q), -1)  # [R, Hq * D]
 
-    def select(self, index: torch.Tensor) -> None:
+    def keep(self, live: torch.Tensor) -> torch.Tensor:
+        # In order: rows of one prefix stay side by side (`SharedPrefix` groups them).
+        index = live.nonzero()[:, 0]
         self.cache.batch_select_indices(index)
         self.prefix = self.prefix.select(index)
+        return index
 
 
 def _contexts(jobs: Sequence[ProbeJob], suffix: list[int]) -> list[_Context]:

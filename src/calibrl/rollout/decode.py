@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import torch
 
 from calibrl.rollout.engine import Generation, SamplingParams
-from calibrl.rollout.sampling import sample_tokens, stream_state, uniforms_at
+from calibrl.rollout.sampling import sample_tokens, stream_state, uniform_table
 from calibrl.rollout.stopping import StopChecker, decode
 
 
@@ -28,8 +28,9 @@ class RowState(Protocol):
         """Append `tokens` `[R]` at positions `pos` `[R]`; the next-token logits `[R, V]`."""
         ...
 
-    def select(self, index: torch.Tensor) -> None:
-        """Keep rows `index` `[R']` (in that order), dropping the others."""
+    def keep(self, live: torch.Tensor) -> torch.Tensor:
+        """Drop the rows where `live` `[R]` is False; returns `[R']`, the old place of each kept
+        row in the new order (which a state may choose, e.g. to move as few rows as it can)."""
         ...
 
 
@@ -42,36 +43,51 @@ def decode_rows(state: RowState, logits: torch.Tensor, pos: torch.Tensor, stream
         logits: `[R, V]` next-token logits after each row's context.
         pos: `[R]` position id of each row's first generated token.
         streams, samples: `[R]` int64, the random stream of each row (see the module docstring).
-        drop_share: finished rows leave the batch (`state.select`) once they are at least this
+        drop_share: finished rows leave the batch (`state.keep`) once they are at least this
             share of it; until then they ride along and their tokens are ignored. 0 drops them
             at once; a larger share copies the cache less often when rows finish one by one.
+
+    A step's work is a few tensor operations whatever the number of rows: tokens and log-probs
+    go into `[R, T]` tables, EOS is a table look-up, and only rows whose new token may complete
+    a stop string (`StopChecker.may_complete`) have their text decoded.
     """
-    rows = len(streams)
-    tokens: list[list[int]] = [[] for _ in range(rows)]
-    logps: list[list[float]] = [[] for _ in range(rows)]
+    rows, budget, device = len(streams), params.max_new_tokens, logits.device
+    tokens = torch.zeros((rows, budget), dtype=torch.long, device=device)
+    logps = torch.zeros((rows, budget), dtype=torch.float32, device=device)
+    ends = torch.zeros(rows, dtype=torch.long)  # tokens each finished row kept
     reasons: list[Any] = [None] * rows
-    batch = list(range(rows))  # the row at each batch position
-    stream = stream_state(seed, streams, samples)  # [R]; the step-free part of `uniforms`
-    for step in range(params.max_new_tokens):
-        u = uniforms_at(stream, step)
-        tok, lp = sample_tokens(logits, params.temperature, params.top_k, params.top_p, u)
-        live = []
-        for j, (r, t, p) in enumerate(zip(batch, tok.tolist(), lp.tolist(), strict=True)):
-            if reasons[r] is None:
-                tokens[r].append(t)
-                logps[r].append(p)
-                reasons[r] = checker.finish(tokens[r])
-                if reasons[r] is None:
-                    live.append(j)
-        if not live:
+    vocab = logits.shape[-1]
+    eos = torch.zeros(vocab, dtype=torch.bool)
+    eos[[t for t in checker.eos if 0 <= t < vocab]] = True
+    eos, candidate = eos.to(device), checker.may_complete(vocab).to(device)
+    batch = torch.arange(rows, device=device)  # the row at each batch position
+    live = torch.ones(rows, dtype=torch.bool, device=device)  # per batch position
+    u = uniform_table(stream_state(seed, streams, samples), budget)  # [R, T]
+    for step in range(budget):
+        tok, lp = sample_tokens(logits, params.temperature, params.top_k, params.top_p,
+                                u[:, step])
+        tokens[batch, step], logps[batch, step] = tok, lp
+        stopped = eos[tok] & live
+        for j in (candidate[tok] & ~stopped & live).nonzero()[:, 0].tolist():
+            stopped[j] = checker.stop_string_in(tokens[int(batch[j]), :step + 1].tolist())
+        done = live if step == budget - 1 else stopped
+        for j in done.nonzero()[:, 0].tolist():
+            r = int(batch[j])
+            ends[r] = step + 1
+            reasons[r] = "stop" if stopped[j] else "length"
+        live &= ~done
+        alive = int(live.sum())
+        if alive == 0:
             break
-        finished = len(batch) - len(live)
-        if finished and finished >= drop_share * len(batch):
-            idx = torch.tensor(live, device=tok.device)
-            state.select(idx)
-            tok, pos, stream = tok[idx], pos[idx], stream[idx]
-            batch = [batch[j] for j in live]
+        if alive < len(batch) and len(batch) - alive >= drop_share * len(batch):
+            idx = state.keep(live)
+            tok, pos, u, batch, live = tok[idx], pos[idx], u[idx], batch[idx], live[idx]
         logits = state.forward(tok, pos)
         pos = pos + 1
-    return [Generation(tokens[r], decode(checker.tokenizer, tokens[r]), logps[r], reasons[r])
-            for r in range(rows)]
+    token_lists, logp_lists = tokens.tolist(), logps.tolist()
+    out = []
+    for r in range(rows):
+        ids = token_lists[r][:int(ends[r])]
+        out.append(Generation(ids, decode(checker.tokenizer, ids), logp_lists[r][:len(ids)],
+                              reasons[r]))
+    return out

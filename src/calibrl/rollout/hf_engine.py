@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from calibrl.errors import UserError
 from calibrl.rollout import fast_forward, kv_cache
@@ -216,7 +215,8 @@ class HFEngine:
         checker = StopChecker(self.tokenizer, params.stop, self.eos_token_ids,
                               params.max_new_tokens)
         if fast_forward.supported(self.model):
-            rows: Any = _StaticRows(fast_forward.StepForward(self.model), cache, mask,
+            positions = int(pos.max()) + params.max_new_tokens
+            rows: Any = _StaticRows(fast_forward.StepForward(self.model, positions), cache, mask,
                                     params.max_new_tokens)
         else:
             rows = _PaddedRows(self.model, cache, mask)
@@ -248,8 +248,10 @@ class _PaddedRows:
         logits, self.mask = kv_cache.decode_step(self.model, self.cache, self.mask, pos, tokens)
         return logits
 
-    def select(self, index: torch.Tensor) -> None:
+    def keep(self, live: torch.Tensor) -> torch.Tensor:
+        index = live.nonzero()[:, 0]
         self.cache, self.mask = kv_cache.select_rows(self.cache, self.mask, index)
+        return index
 
 
 class _StaticRows:
@@ -258,13 +260,14 @@ class _StaticRows:
     The prefilled `DynamicCache` is copied once into per-layer buffers `[R, Hk, L + T, D]` with
     room for every token to come, and the mask into a boolean `[R, L + T]`; a step writes one
     slot in place instead of concatenating the whole cache, and attends through transformers'
-    own SDPA function over the filled slots, with the mask `model(...)` would build (so the
-    logits are those of `_PaddedRows`, bit for bit).
+    SDPA call over the filled slots, with the mask `model(...)` would build (so the logits are
+    those of `_PaddedRows`, bit for bit).
     """
 
     def __init__(self, step: fast_forward.StepForward, cache: Any, mask: torch.Tensor,
                  room: int) -> None:
         self.step = step
+        self.modules = [layer.self_attn for layer in step.model.model.layers]
         self.length = mask.shape[1]
         self.keys, self.values = [], []
         for layer in cache.layers:
@@ -282,31 +285,36 @@ class _StaticRows:
         self.mask[:, slot] = True
         # [R, 1, 1, L + 1], True = visible; none without padding, as transformers skips it
         # then (SDPA may pick another kernel with a mask, so this keeps the same one).
-        mask = self.mask[:, None, None, :slot + 1] if self.padded else None
+        visible = self.mask[:, None, None, :slot + 1] if self.padded else None
 
-        def attend(module: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                    ) -> torch.Tensor:
-            keys, values = self.keys[module.layer_idx], self.values[module.layer_idx]
-            keys[:, :, slot] = k[:, :, 0]
-            values[:, :, slot] = v[:, :, 0]
-            return sdpa_attention_forward(module, q, keys[:, :, :slot + 1],
-                                          values[:, :, :slot + 1], mask, dropout=0.0,
-                                          scaling=module.scaling)[0]
+            keys, values = self.keys[layer], self.values[layer]
+            keys[:, :, slot] = k
+            values[:, :, slot] = v
+            return fast_forward.sdpa_decode(self.modules[layer], q, keys[:, :, :slot + 1],
+                                            values[:, :, :slot + 1], visible)
 
         logits = self.step.forward(tokens, pos, attend)
         self.length += 1
         return logits
 
-    def select(self, index: torch.Tensor) -> None:
-        """Keep rows `index`; only the filled slots are copied, into the first rows."""
+    def keep(self, live: torch.Tensor) -> torch.Tensor:
+        """Drop finished rows by moving the last live rows into their places: only as many
+        rows are copied as have finished (their filled slots), not the whole batch."""
+        kept = int(live.sum())
+        holes = (~live[:kept]).nonzero()[:, 0]  # finished rows among the first `kept`
+        movers = live[kept:].nonzero()[:, 0] + kept  # live rows past them, one per hole
+        order = torch.arange(kept, device=live.device)
+        order[holes] = movers
         for bufs in (self.keys, self.values):
             for i, buf in enumerate(bufs):
-                kept = buf[index, :, :self.length]
-                bufs[i] = buf[:len(index)] if len(index) <= buf.shape[0] else \
-                    buf.new_empty((len(index), *buf.shape[1:]))
-                bufs[i][:, :, :self.length] = kept
-        self.mask = self.mask[index]
+                if len(holes):
+                    buf[holes, :, :self.length] = buf[movers, :, :self.length]
+                bufs[i] = buf[:kept]
+        self.mask = self.mask[order]
         self.padded = not bool(self.mask[:, :self.length].all())
+        return order
 
 
 def _default_eos(model: Any, tokenizer: Any) -> set[int]:

@@ -92,12 +92,20 @@ def stream_state(seed: int, context: torch.Tensor, sample: torch.Tensor) -> torc
     return mix32(h ^ ((sample & _M32) + _STAGE[2]))
 
 
-def uniforms_at(state: torch.Tensor, step: int) -> torch.Tensor:
-    """`uniforms` at `step` from `stream_state`'s `[B]` state: `[B]` float64 in [0, 1)."""
+def uniforms_at(state: torch.Tensor, step: int | torch.Tensor) -> torch.Tensor:
+    """`uniforms` at `step` from `stream_state`'s `[B]` state: `[B]` float64 in [0, 1).
+
+    Broadcasts: `state[:, None]` and a `[T]` int64 tensor of steps give the `[B, T]` table of
+    every step at once (the same numbers; integer arithmetic is exact)."""
     h = mix32(state ^ (((step & _M32) + _STAGE[3]) & _M32))
     h2 = mix32(h ^ _STAGE[4])
     bits = (h << 21) | (h2 >> 11)  # 32 + 21 = 53 bits
     return bits.to(torch.float64) / float(2**53)
+
+
+def uniform_table(state: torch.Tensor, steps: int) -> torch.Tensor:
+    """`[B, steps]`: column `t` is `uniforms_at(state, t)` (a decoding loop draws them once)."""
+    return uniforms_at(state[:, None], torch.arange(steps, device=state.device)[None, :])
 
 
 def sanitize_logits(logits: torch.Tensor) -> torch.Tensor:

@@ -7,10 +7,17 @@ the tokens stay exactly those the model produced.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import torch
+
 from calibrl.rollout.engine import FinishReason
+
+# Per tokenizer: {(stop strings, vocabulary size): `may_complete` table}; decoding a whole
+# vocabulary token by token takes a moment, once per process.
+_TABLES: weakref.WeakKeyDictionary[Any, dict[tuple, torch.Tensor]] = weakref.WeakKeyDictionary()
 
 
 def decode(tokenizer: Any, token_ids: Sequence[int]) -> str:
@@ -43,6 +50,37 @@ class StopChecker:
             return False
         text = tail if len(token_ids) <= self.window else decode(self.tokenizer, token_ids)
         return any(s in text for s in self.stop)
+
+    def may_complete(self, vocab: int) -> torch.Tensor:
+        """`[vocab]` bool: False for a token that cannot complete a stop string, so a decoding
+        loop checks the text only after the others.
+
+        A stop string that newly appears when a token is appended ends inside that token's text,
+        so that text holds the string's last character; a token whose own text (decoded alone)
+        lacks every stop string's last character cannot complete one. Decoded alone, a token
+        may lose a leading space (SentencePiece) or show part of a character as U+FFFD (byte
+        tokens): so every token is a candidate when a stop string ends in whitespace, and so are
+        tokens with U+FFFD or no text of their own. Ids past the tokenizer's are candidates.
+        """
+        key = (self.stop, vocab)
+        tables = _TABLES.setdefault(self.tokenizer, {})
+        if key not in tables:
+            table = torch.ones(vocab, dtype=torch.bool)
+            lasts = {s[-1] for s in self.stop if s}
+            if not self.stop:
+                table[:] = False
+            elif len(lasts) == len(self.stop) and not any(c.isspace() for c in lasts):
+                known = min(vocab, len(self.tokenizer)) if hasattr(self.tokenizer, "__len__") \
+                    else vocab
+                if hasattr(self.tokenizer, "batch_decode"):
+                    texts = self.tokenizer.batch_decode([[i] for i in range(known)],
+                                                        skip_special_tokens=True)
+                else:
+                    texts = [decode(self.tokenizer, [i]) for i in range(known)]
+                table[:known] = torch.tensor([not t or "\ufffd" in t or any(c in t for c in lasts)
+                                              for t in texts], dtype=torch.bool)
+            tables[key] = table
+        return tables[key]
 
     def finish(self, token_ids: Sequence[int]) -> FinishReason | None:
         """The finish reason once the last token of `token_ids` was appended, or None."""

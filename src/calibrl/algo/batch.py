@@ -123,7 +123,8 @@ def gather_logprobs(
     """Log-probs `[B, R]` of `token_ids [B, R]` under `softmax(pred / temperature)`, where
     `pred [B, R, V]` holds the logits that predict each token; optionally the entropy `[B, R]` of
     that distribution (no grad)."""
-    logp_all = torch.log_softmax(pred.float() / temperature, dim=-1)  # [B, R, V]
+    scaled = pred.float() if temperature == 1 else pred.float() / temperature  # x / 1 == x
+    logp_all = torch.log_softmax(scaled, dim=-1)  # [B, R, V]
     logp = logp_all.gather(-1, token_ids.unsqueeze(-1)).squeeze(-1)  # [B, R]
     entropy = None
     if with_entropy:

@@ -198,8 +198,9 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
         if hasattr(decode_mod, name):
             patch(decode_mod, name, prof.wrap("sampling", getattr(decode_mod, name)))
     for name in ("finish", "stop_string_in", "may_complete"):
-        patch(stopping.StopChecker, name,
-              prof.wrap("stop checks", getattr(stopping.StopChecker, name)))
+        if hasattr(stopping.StopChecker, name):  # an older calibrl has fewer
+            patch(stopping.StopChecker, name,
+                  prof.wrap("stop checks", getattr(stopping.StopChecker, name)))
     for cls in (hf_engine._PaddedRows, getattr(hf_engine, "_StaticRows", None),
                 sampler_mod._SharedPrefixRows):
         if cls is None:
@@ -217,9 +218,8 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
                  for k in ("sdpa", shared_prefix.ATTENTION_NAME)}
     for k, fn in originals.items():
         AttentionInterface._global_mapping[k] = prof.wrap("attention", fn)
-    if fast_forward is not None:
-        patch(fast_forward, "sdpa_decode",
-              prof.wrap("attention", getattr(fast_forward, "sdpa_decode", None)))
+    if hasattr(fast_forward, "sdpa_decode"):
+        patch(fast_forward, "sdpa_decode", prof.wrap("attention", fast_forward.sdpa_decode))
     hooks = []
     if fast_forward is not None and fast_forward.supported(model):  # hooks would send it down the ordinary path
         patch(fast_forward, "_linear", prof.wrap("linear layers", fast_forward._linear))

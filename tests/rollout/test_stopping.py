@@ -44,7 +44,7 @@ def test_eos_and_length(tokenizer):
 
 
 @pytest.mark.parametrize("stops", [["</answer>"], ["</analysis>", "确信"], ["→"], ["e"],
-                                   ["\n\n"], ["a "]])
+                                   ["</answer>", "</confidence>"], ["\n\n"], ["a "]])
 def test_tokens_the_table_rules_out_never_complete_a_stop_string(tokenizer, stops):
     # The decode loop decodes a row's text only after a token `may_complete` marks; on random
     # sequences that must find every stop the full check finds, at the same token.

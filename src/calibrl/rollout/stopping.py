@@ -69,7 +69,7 @@ class StopChecker:
             lasts = {s[-1] for s in self.stop if s}
             if not self.stop:
                 table[:] = False
-            elif len(lasts) == len(self.stop) and not any(c.isspace() for c in lasts):
+            elif all(self.stop) and not any(c.isspace() for c in lasts):
                 known = min(vocab, len(self.tokenizer)) if hasattr(self.tokenizer, "__len__") \
                     else vocab
                 if hasattr(self.tokenizer, "batch_decode"):

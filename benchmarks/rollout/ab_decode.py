@@ -1,0 +1,118 @@
+"""Decoding time of this calibrl against an earlier commit's, in one process, interleaved.
+
+On a shared 2-core machine two runs of the same code differ by 10-20 %, more than a speed-up
+worth measuring, and a "before" process followed by an "after" process can land in different
+phases of the neighbours' load. Here the earlier commit's package is extracted (`git archive`)
+under another name (`calibrl_<commit>`, its imports rewritten), both are loaded into one
+process, and the workloads of `bench_decode.py` (probe, eval, rollout on the demo's model) run
+old, new, old, new, ... measuring the process's CPU time of each call. Prints the medians and
+their ratio; the two sides sample the same tokens when the change is exact (also checked).
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/rollout/ab_decode.py --base 8780e13
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def extract(commit: str) -> str:
+    """The package of `commit` as `calibrl_<commit>` on sys.path; returns its name."""
+    name = f"calibrl_{re.sub(r'[^0-9A-Za-z]', '_', commit)}"
+    where = Path(tempfile.mkdtemp())
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "src/calibrl"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    (where / "src" / "calibrl").rename(where / name)
+    for path in (where / name).rglob("*.py"):
+        text = re.sub(r"\b(from|import) calibrl\b", rf"\1 {name}", path.read_text())
+        path.write_text(text)
+    sys.path.insert(0, str(where))
+    return name
+
+
+def workloads(pkg: str, model, tokenizer, examples) -> dict:
+    def mod(m: str):
+        return importlib.import_module(f"{pkg}.{m}")
+    hf = mod("rollout.hf_engine")
+    params = mod("rollout.engine").SamplingParams
+    config = mod("settings.probe").ProbeSection(samples=50, max_answer_tokens=32,
+                                                 traces_per_batch=8, max_rows=1024, seed=0)
+    traces = mod("probe.traces").generate_traces(hf.HFEngine(model, tokenizer), tokenizer,
+                                                 list(enumerate(examples[:16])), config)
+    suffix = tokenizer(config.forced_text, add_special_tokens=False)["input_ids"]
+    encode = mod("rollout.rollouts").encode_messages
+    prompts = [encode(tokenizer, e.messages, config.chat_template) for e in examples]
+    stop = ("</answer>",)
+
+    def probe():
+        sampler = mod("probe.sampler").CachedSampler(hf.HFEngine(model, tokenizer), max_rows=1024)
+        run = mod("probe.runner").probe_traces
+        return [run(traces[i:i + 8], sampler, tokenizer, config, suffix) for i in range(0, 16, 8)]
+
+    def eval_():
+        return hf.HFEngine(model, tokenizer, max_batch_size=64).generate(
+            prompts, params(n=2, temperature=1.0, max_new_tokens=64, stop=stop, seed=1))
+
+    def rollout():
+        return hf.HFEngine(model, tokenizer, max_batch_size=64).generate(
+            prompts[:8], params(n=4, temperature=1.0, max_new_tokens=48, stop=stop, seed=2))
+
+    return {"probe": probe, "eval": eval_, "rollout": rollout}
+
+
+def tokens_of(out) -> list:
+    """Every generated token id, whatever the nesting (a probe's rows or an engine's lists)."""
+    if hasattr(out, "token_ids"):
+        return list(out.token_ids)
+    if isinstance(out, (list, tuple)):
+        return [tokens_of(x) for x in out]
+    return [repr(out)]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--base", required=True, help="the earlier commit")
+    p.add_argument("--model", default=str(ROOT / "outputs/demo/sft/model"))
+    p.add_argument("--data", default=str(ROOT / "outputs/demo/data/test.parquet"))
+    p.add_argument("--rounds", type=int, nargs=3, default=(5, 15, 40),
+                   metavar=("PROBE", "EVAL", "ROLLOUT"), help="old/new pairs per workload")
+    args = p.parse_args()
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from calibrl.tasks.files import load_examples
+    old = extract(args.base)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForCausalLM.from_pretrained(args.model).eval()
+    examples = load_examples(args.data)[:64]
+    sides = {"old": workloads(old, model, tokenizer, examples),
+             "new": workloads("calibrl", model, tokenizer, examples)}
+    print(f"threads {torch.get_num_threads()}; old = {args.base}, new = the working tree")
+    for name, rounds in zip(("probe", "eval", "rollout"), args.rounds, strict=True):
+        same = tokens_of(sides["old"][name]()) == tokens_of(sides["new"][name]())  # warm-up
+        times: dict[str, list[float]] = {"old": [], "new": []}
+        for _ in range(rounds):
+            for side, fns in sides.items():
+                start = time.process_time()
+                fns[name]()
+                times[side].append(time.process_time() - start)
+        o, n = statistics.median(times["old"]), statistics.median(times["new"])
+        print(f"{name}: CPU s per call, median of {rounds}: old {o:.4f}, new {n:.4f}, "
+              f"old / new {o / n:.3f} (min {min(times['old']):.4f} vs {min(times['new']):.4f}); "
+              f"same tokens: {same}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

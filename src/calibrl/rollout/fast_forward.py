@@ -38,6 +38,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
 
 SUPPORTED = {"llama", "qwen2", "mistral"}  # model_type; their layers are the same block
 LENGTH_DEPENDENT_ROPE = {"dynamic", "longrope"}  # rope types `dynamic_rope_update` rescales
@@ -160,16 +161,16 @@ def sdpa_decode(module: Any, query: torch.Tensor, keys: torch.Tensor, values: to
     Returns:
         `[R, Hq * D]`.
 
-    Grouped kv heads go the way transformers sends them on a CPU: `enable_gqa` without a mask,
-    the query heads of one kv head packed as its queries with one.
+    Grouped kv heads go the way transformers sends them (its own `use_gqa_in_sdpa` decides):
+    `enable_gqa`, or the query heads of one kv head packed as that head's queries.
     """
     rows, q_heads, dim = query.shape
     groups = q_heads // keys.shape[1]
     q, gqa = query[:, :, None], False  # [R, Hq, 1, D]
     if groups > 1:
-        if visible is None and dim == values.shape[-1] <= 256:
+        if use_gqa_in_sdpa(visible, keys, values):
             gqa = True
-        else:
+        else:  # transformers' `pack_gqa`
             q = query.reshape(rows, keys.shape[1], groups, dim)
     out = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible, dropout_p=0.0,
                                          scale=module.scaling, is_causal=False, enable_gqa=gqa)

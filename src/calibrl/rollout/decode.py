@@ -54,7 +54,7 @@ def decode_rows(state: RowState, logits: torch.Tensor, pos: torch.Tensor, stream
     rows, budget, device = len(streams), params.max_new_tokens, logits.device
     tokens = torch.zeros((rows, budget), dtype=torch.long, device=device)
     logps = torch.zeros((rows, budget), dtype=torch.float32, device=device)
-    ends = torch.zeros(rows, dtype=torch.long)  # tokens each finished row kept
+    ends = torch.zeros(rows, dtype=torch.long, device=device)  # tokens each finished row kept
     reasons: list[Any] = [None] * rows
     vocab = logits.shape[-1]
     eos = torch.zeros(vocab, dtype=torch.bool)
@@ -68,13 +68,17 @@ def decode_rows(state: RowState, logits: torch.Tensor, pos: torch.Tensor, stream
                                 u[:, step])
         tokens[batch, step], logps[batch, step] = tok, lp
         stopped = eos[tok] & live
-        for j in (candidate[tok] & ~stopped & live).nonzero()[:, 0].tolist():
-            stopped[j] = checker.stop_string_in(tokens[int(batch[j]), :step + 1].tolist())
+        maybe = (candidate[tok] & ~stopped & live).nonzero()[:, 0]
+        for j, r in zip(maybe.tolist(), batch[maybe].tolist(), strict=True):
+            if checker.stop_string_in(tokens[r, :step + 1].tolist()):
+                stopped[j] = True
         done = live if step == budget - 1 else stopped
-        for j in done.nonzero()[:, 0].tolist():
-            r = int(batch[j])
-            ends[r] = step + 1
-            reasons[r] = "stop" if stopped[j] else "length"
+        finished = done.nonzero()[:, 0]
+        if len(finished):
+            rows_done = batch[finished]
+            ends[rows_done] = step + 1
+            for r, hit in zip(rows_done.tolist(), stopped[finished].tolist(), strict=True):
+                reasons[r] = "stop" if hit else "length"
         live &= ~done
         alive = int(live.sum())
         if alive == 0:
@@ -84,10 +88,10 @@ def decode_rows(state: RowState, logits: torch.Tensor, pos: torch.Tensor, stream
             tok, pos, u, batch, live = tok[idx], pos[idx], u[idx], batch[idx], live[idx]
         logits = state.forward(tok, pos)
         pos = pos + 1
-    token_lists, logp_lists = tokens.tolist(), logps.tolist()
+    token_lists, logp_lists, lengths = tokens.tolist(), logps.tolist(), ends.tolist()
     out = []
     for r in range(rows):
-        ids = token_lists[r][:int(ends[r])]
+        ids = token_lists[r][:lengths[r]]
         out.append(Generation(ids, decode(checker.tokenizer, ids), logp_lists[r][:len(ids)],
                               reasons[r]))
     return out

@@ -112,6 +112,25 @@ def test_growable_cache_behaves_like_dynamic_cache():
     torch.testing.assert_close(growable.layers[0].keys, dynamic.layers[0].keys)
 
 
+def test_more_rows_take_a_spare_buffer_when_it_is_large_enough():
+    torch.manual_seed(1)
+    start = torch.randn(2, 2, 3, 5)
+    spare = GrowableCache([GrowableLayer(*_buffers(torch.randn(6, 2, 3, 5), capacity=6),
+                                         length=3)])
+    small = GrowableCache([GrowableLayer(*_buffers(torch.randn(6, 2, 3, 5), capacity=5),
+                                         length=3)])  # another capacity: does not fit
+    for other, reused in ((spare, True), (small, False), (None, False)):
+        cache = GrowableCache([GrowableLayer(*_buffers(start, capacity=6), length=3)])
+        cache.batch_select_indices(torch.tensor([1, 1, 0, 0, 1]), spare=other)
+        layer = cache.layers[0]
+        assert (layer.storage[0] is spare.layers[0].storage[0]) == reused
+        assert (layer.storage[1] is spare.layers[0].storage[1]) == reused
+        assert torch.equal(layer.keys, start[[1, 1, 0, 0, 1]])
+        assert torch.equal(layer.values, 2 * start[[1, 1, 0, 0, 1]])
+        keys, _ = cache.update(torch.ones(5, 2, 1, 5), torch.ones(5, 2, 1, 5), 0)
+        assert torch.equal(keys[:, :, :3], start[[1, 1, 0, 0, 1]]) and bool((keys[:, :, 3] == 1).all())
+
+
 def _buffers(start, capacity):
     k = start.new_zeros((*start.shape[:2], capacity, start.shape[3]))
     v = k.clone()

@@ -36,6 +36,7 @@ class GrowableLayer:
     def __init__(self, keys_buffer: torch.Tensor, values_buffer: torch.Tensor, length: int
                  ) -> None:
         self._keys, self._values, self._length = keys_buffer, values_buffer, length
+        self.storage = (keys_buffer, values_buffer)  # the allocated buffers, all their rows
         self._refresh()
 
     def _refresh(self) -> None:
@@ -49,6 +50,7 @@ class GrowableLayer:
             new = old.new_empty((*old.shape[:2], capacity, old.shape[3]))
             new[:, :, :self._length] = old[:, :, :self._length]
             setattr(self, name, new)
+        self.storage = (self._keys, self._values)
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,18 +64,27 @@ class GrowableLayer:
         self._refresh()
         return self.keys, self.values
 
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
+    def batch_select_indices(self, indices: torch.Tensor, spare: GrowableLayer | None = None
+                             ) -> None:
         """Keep (or repeat) rows `indices`, copying only the filled slots; fewer rows reuse the
-        buffers (no new allocation while finished rows leave the batch)."""
-        for name in ("_keys", "_values"):
+        buffers (no new allocation while finished rows leave the batch). More rows take the
+        buffers of `spare` (a layer no longer in use, e.g. the previous batch's) when they are
+        large enough: a fresh buffer of hundreds of rows costs more in page faults than in the
+        copy. Slots past the filled ones are never read, so what a reused buffer holds there
+        does not matter."""
+        rows = len(indices)
+        storage = list(self.storage)
+        for i, name in enumerate(("_keys", "_values")):
             old = getattr(self, name)
-            kept = old[indices, :, :self._length]  # [R', H, L, D]
-            if len(indices) <= old.shape[0]:
-                new = old[:len(indices)]
-            else:
-                new = old.new_empty((len(indices), *old.shape[1:]))
+            kept = old[indices, :, :self._length]  # [R', H, L, D], copied before any write
+            if not _fits(storage[i], old, rows):
+                storage[i] = (spare.storage[i] if spare is not None
+                              and _fits(spare.storage[i], old, rows)
+                              else old.new_empty((rows, *old.shape[1:])))
+            new = storage[i][:rows]
             new[:, :, :self._length] = kept
             setattr(self, name, new)
+        self.storage = (storage[0], storage[1])
         self._refresh()
 
     def get_seq_length(self) -> int:
@@ -100,9 +111,17 @@ class GrowableCache:
         """Append to layer `layer_idx` (the signature of `Cache.update`)."""
         return self.layers[layer_idx].update(key_states, value_states)
 
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        for layer in self.layers:
-            layer.batch_select_indices(indices)
+    def batch_select_indices(self, indices: torch.Tensor, spare: GrowableCache | None = None
+                             ) -> None:
+        """Keep (or repeat) rows `indices` in every layer; see `GrowableLayer` for `spare`."""
+        for i, layer in enumerate(self.layers):
+            layer.batch_select_indices(indices, None if spare is None else spare.layers[i])
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         return self.layers[layer_idx].get_seq_length()
+
+
+def _fits(buffer: torch.Tensor, like: torch.Tensor, rows: int) -> bool:
+    """Whether `buffer` can hold `rows` rows shaped like `like`'s."""
+    return (buffer.shape[0] >= rows and buffer.shape[1:] == like.shape[1:]
+            and buffer.dtype == like.dtype and buffer.device == like.device)

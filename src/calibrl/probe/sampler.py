@@ -103,6 +103,7 @@ class CachedSampler:
         self.engine = engine
         self.max_rows = max_rows
         self.stats = SamplerStats()
+        self._spare: GrowableCache | None = None  # a finished chunk's cache, to reuse
 
     @torch.inference_mode()
     def sample(self, jobs: Sequence[ProbeJob], suffix: Sequence[int], params: SamplingParams
@@ -160,7 +161,8 @@ class CachedSampler:
         # Expand: row r of the decode batch is sample `sample[r]` of context `chunk[rep[r]]`.
         counts = torch.tensor([count for _, _, count in chunk], device=device)
         rep = torch.repeat_interleave(torch.arange(len(chunk), device=device), counts)
-        cache.batch_select_indices(rep)
+        cache.batch_select_indices(rep, spare=self._spare)  # the last chunk's buffers
+        self._spare = cache
         streams = torch.tensor([x.key for x in chosen], dtype=torch.long, device=device)[rep]
         sample = torch.tensor([first + i for _, first, count in chunk for i in range(count)],
                               dtype=torch.long, device=device)

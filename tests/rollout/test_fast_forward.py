@@ -40,10 +40,9 @@ def _step_logits_both_ways(model, rows=5, context=7):
         want = model(input_ids=tokens[:, None], position_ids=pos[:, None], past_key_values=cache,
                      use_cache=True, logits_to_keep=1).logits[:, -1]
 
-        def attend(layer, q, k, v):
-            kk = torch.cat([keys[layer], k[:, :, None]], 2)
-            vv = torch.cat([values[layer], v[:, :, None]], 2)
-            module = model.model.layers[layer].self_attn
+        def attend(module, q, k, v):
+            kk = torch.cat([keys[module.layer_idx], k[:, :, None]], 2)
+            vv = torch.cat([values[module.layer_idx], v[:, :, None]], 2)
             return fast_forward.sdpa_decode(module, q, kk, vv, None)
 
         got = fast_forward.StepForward(model, context + 1).forward(tokens, pos, attend)

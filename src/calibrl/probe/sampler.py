@@ -207,7 +207,6 @@ class _SharedPrefixRows:
         # The same layers without transformers' per-call work, where the model allows.
         self.step = (fast_forward.StepForward(model, positions)
                      if fast_forward.supported(model) else None)
-        self.modules = [layer.self_attn for layer in model.model.layers] if self.step else []
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         if self.step is None:
@@ -215,10 +214,9 @@ class _SharedPrefixRows:
         self.sampler.stats.forward_passes += 1
         return self.step.forward(tokens, pos, self._attend)
 
-    def _attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    def _attend(self, module: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                 ) -> torch.Tensor:
         """`StepForward`'s attention: `q` `[R, Hq, D]`, `k`, `v` `[R, Hk, D]`."""
-        module = self.modules[layer]
         out = attention(module, q[:, :, None], k[:, :, None], v[:, :, None], None,
                         scaling=module.scaling, probe_prefix=self.prefix,
                         probe_cache=self.cache)[0]

@@ -19,7 +19,8 @@ one matrix product for queries, keys and values (and for gate and up), a plain m
 attention instead of SDPA's CPU kernel, and MKL's packed-weight product (equal to the plain one
 only from about 16 rows up, depending on the shape and the CPU).
 
-The caller owns the cache: `attend(layer, q, k, v)` gets the new token's query `[R, Hq, D]`,
+The caller owns the cache: `attend(module, q, k, v)` gets the layer's attention module
+(`layer_idx`, `scaling`) and the new token's query `[R, Hq, D]`,
 key and value `[R, Hk, D]` (rotary applied, not scaled) and returns `[R, Hq * D]`;
 `sdpa_decode` is the attention `model(...)` would run.
 
@@ -43,7 +44,7 @@ from transformers.integrations.sdpa_attention import use_gqa_in_sdpa
 SUPPORTED = {"llama", "qwen2", "mistral"}  # model_type; their layers are the same block
 LENGTH_DEPENDENT_ROPE = {"dynamic", "longrope"}  # rope types `dynamic_rope_update` rescales
 
-Attend = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+Attend = Callable[[Any, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def supported(model: Any) -> bool:
@@ -81,6 +82,7 @@ class _Linear:
 
 @dataclass(frozen=True)
 class _Layer:
+    attn: Any  # the layer's attention module (`layer_idx`, `scaling`), handed to `attend`
     q: _Linear
     k: _Linear
     v: _Linear
@@ -101,11 +103,10 @@ class StepForward:
 
     def __init__(self, model: Any, positions: int) -> None:
         inner, config = model.model, model.config
-        self.model = model
         self.head_dim = inner.layers[0].self_attn.head_dim
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.layers = [_Layer(
-            *(_Linear(m) for m in (layer.self_attn.q_proj, layer.self_attn.k_proj,
+            layer.self_attn, *(_Linear(m) for m in (layer.self_attn.q_proj, layer.self_attn.k_proj,
                                    layer.self_attn.v_proj, layer.self_attn.o_proj,
                                    layer.mlp.gate_proj, layer.mlp.up_proj, layer.mlp.down_proj)),
             norm_in=_norm(layer.input_layernorm), norm_post=_norm(layer.post_attention_layernorm))
@@ -125,14 +126,14 @@ class StepForward:
         hidden = F.embedding(tokens, self.embed.weight, self.embed.padding_idx)  # [R, h]
         cos = F.embedding(pos, self.cos)[:, None]  # [R, 1, D]
         sin = F.embedding(pos, self.sin)[:, None]
-        for i, layer in enumerate(self.layers):
+        for layer in self.layers:
             x = rms_norm(hidden, *layer.norm_in)
             qk = torch.cat([layer.q(x).view(rows, self.heads, dim),
                             layer.k(x).view(rows, self.kv_heads, dim)], 1)  # [R, Hq + Hk, D]
             swapped = torch.cat([qk[..., half:], qk[..., :half]], -1)
             qk = (qk * cos).add_(swapped.mul_(sin))  # q * cos + rotate_half(q) * sin
             v = layer.v(x).view(rows, self.kv_heads, dim)
-            out = attend(i, qk[:, :self.heads], qk[:, self.heads:], v)  # [R, Hq D]
+            out = attend(layer.attn, qk[:, :self.heads], qk[:, self.heads:], v)  # [R, Hq D]
             hidden = hidden + layer.o(out)
             x = rms_norm(hidden, *layer.norm_post)
             hidden = hidden + layer.down(F.silu(layer.gate(x)).mul_(layer.up(x)))

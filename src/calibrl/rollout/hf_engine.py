@@ -267,7 +267,6 @@ class _StaticRows:
     def __init__(self, step: fast_forward.StepForward, cache: Any, mask: torch.Tensor,
                  room: int) -> None:
         self.step = step
-        self.modules = [layer.self_attn for layer in step.model.model.layers]
         self.length = mask.shape[1]
         self.keys, self.values = [], []
         for layer in cache.layers:
@@ -287,12 +286,12 @@ class _StaticRows:
         # then (SDPA may pick another kernel with a mask, so this keeps the same one).
         visible = self.mask[:, None, None, :slot + 1] if self.padded else None
 
-        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+        def attend(module: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                    ) -> torch.Tensor:
-            keys, values = self.keys[layer], self.values[layer]
+            keys, values = self.keys[module.layer_idx], self.values[module.layer_idx]
             keys[:, :, slot] = k
             values[:, :, slot] = v
-            return fast_forward.sdpa_decode(self.modules[layer], q, keys[:, :, :slot + 1],
+            return fast_forward.sdpa_decode(module, q, keys[:, :, :slot + 1],
                                             values[:, :, :slot + 1], visible)
 
         logits = self.step.forward(tokens, pos, attend)

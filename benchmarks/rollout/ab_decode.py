@@ -4,9 +4,10 @@ On a shared 2-core machine two runs of the same code differ by 10-20 %, more tha
 worth measuring, and a "before" process followed by an "after" process can land in different
 phases of the neighbours' load. Here the earlier commit's package is extracted (`git archive`)
 under another name (`calibrl_<commit>`, its imports rewritten), both are loaded into one
-process, and the workloads of `bench_decode.py` (probe, eval, rollout on the demo's model) run
-old, new, old, new, ... measuring the process's CPU time of each call. Prints the medians and
-their ratio; the two sides sample the same tokens when the change is exact (also checked).
+process, and the workloads of `bench_decode.py` (its `load` and `workloads`: probe, eval and
+rollout on the demo's model) run old, new, old, new, ..., each call timed in the process's CPU
+time. Prints the medians and their ratio; the two sides sample the same tokens when the change
+is exact (also checked).
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/rollout/ab_decode.py --base 8780e13
 """
@@ -14,7 +15,6 @@ their ratio; the two sides sample the same tokens when the change is exact (also
 from __future__ import annotations
 
 import argparse
-import importlib
 import re
 import statistics
 import subprocess
@@ -26,6 +26,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_decode  # noqa: E402  (the workloads and the loader, shared)
 
 
 def extract(commit: str) -> str:
@@ -43,36 +46,6 @@ def extract(commit: str) -> str:
     return name
 
 
-def workloads(pkg: str, model, tokenizer, examples) -> dict:
-    def mod(m: str):
-        return importlib.import_module(f"{pkg}.{m}")
-    hf = mod("rollout.hf_engine")
-    params = mod("rollout.engine").SamplingParams
-    config = mod("settings.probe").ProbeSection(samples=50, max_answer_tokens=32,
-                                                 traces_per_batch=8, max_rows=1024, seed=0)
-    traces = mod("probe.traces").generate_traces(hf.HFEngine(model, tokenizer), tokenizer,
-                                                 list(enumerate(examples[:16])), config)
-    suffix = tokenizer(config.forced_text, add_special_tokens=False)["input_ids"]
-    encode = mod("rollout.rollouts").encode_messages
-    prompts = [encode(tokenizer, e.messages, config.chat_template) for e in examples]
-    stop = ("</answer>",)
-
-    def probe():
-        sampler = mod("probe.sampler").CachedSampler(hf.HFEngine(model, tokenizer), max_rows=1024)
-        run = mod("probe.runner").probe_traces
-        return [run(traces[i:i + 8], sampler, tokenizer, config, suffix) for i in range(0, 16, 8)]
-
-    def eval_():
-        return hf.HFEngine(model, tokenizer, max_batch_size=64).generate(
-            prompts, params(n=2, temperature=1.0, max_new_tokens=64, stop=stop, seed=1))
-
-    def rollout():
-        return hf.HFEngine(model, tokenizer, max_batch_size=64).generate(
-            prompts[:8], params(n=4, temperature=1.0, max_new_tokens=48, stop=stop, seed=2))
-
-    return {"probe": probe, "eval": eval_, "rollout": rollout}
-
-
 def tokens_of(out) -> list:
     """Every generated token id, whatever the nesting (a probe's rows or an engine's lists)."""
     if hasattr(out, "token_ids"):
@@ -85,20 +58,18 @@ def tokens_of(out) -> list:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base", required=True, help="the earlier commit")
-    p.add_argument("--model", default=str(ROOT / "outputs/demo/sft/model"))
-    p.add_argument("--data", default=str(ROOT / "outputs/demo/data/test.parquet"))
+    p.add_argument("--model", help="model folder (default: the demo's warm-up model)")
+    p.add_argument("--data", help="test split (default: the demo's)")
     p.add_argument("--rounds", type=int, nargs=3, default=(5, 15, 40),
                    metavar=("PROBE", "EVAL", "ROLLOUT"), help="old/new pairs per workload")
     args = p.parse_args()
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from calibrl.tasks.files import load_examples
+    bench_args = bench_decode.make_parser().parse_args(
+        [*(["--model", args.model] if args.model else []),
+         *(["--data", args.data] if args.data else [])])
     old = extract(args.base)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model).eval()
-    examples = load_examples(args.data)[:64]
-    sides = {"old": workloads(old, model, tokenizer, examples),
-             "new": workloads("calibrl", model, tokenizer, examples)}
+    model, tokenizer, examples, _ = bench_decode.load(bench_args)
+    sides = {"old": bench_decode.workloads(model, tokenizer, examples, bench_args, pkg=old),
+             "new": bench_decode.workloads(model, tokenizer, examples, bench_args)}
     print(f"threads {torch.get_num_threads()}; old = {args.base}, new = the working tree")
     for name, rounds in zip(("probe", "eval", "rollout"), args.rounds, strict=True):
         same = tokens_of(sides["old"][name]()) == tokens_of(sides["new"][name]())  # warm-up

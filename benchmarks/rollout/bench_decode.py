@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import importlib
 import json
 import os
 import platform
@@ -52,13 +53,7 @@ import transformers
 
 ROOT = Path(__file__).resolve().parents[2]
 
-from calibrl.probe.runner import probe_traces  # noqa: E402
-from calibrl.probe.sampler import CachedSampler  # noqa: E402
-from calibrl.probe.traces import generate_traces  # noqa: E402
 from calibrl.rollout import decode as decode_mod  # noqa: E402
-from calibrl.rollout.engine import SamplingParams  # noqa: E402
-from calibrl.rollout.hf_engine import HFEngine  # noqa: E402
-from calibrl.settings.probe import ProbeSection  # noqa: E402
 from calibrl.tasks.files import load_examples  # noqa: E402
 
 DEMO_MODEL = ROOT / "outputs/demo/sft/model"
@@ -281,14 +276,24 @@ class Counted:
             hf_engine.decode_rows, sampler_mod.decode_rows = saved
 
 
-def workloads(model, tokenizer, examples, args) -> dict[str, Callable[[], list]]:
-    config = ProbeSection(samples=args.samples, max_answer_tokens=args.probe_tokens,
-                          traces_per_batch=args.traces_per_batch, max_rows=args.max_rows, seed=0)
+def workloads(model, tokenizer, examples, args, pkg: str = "calibrl"
+              ) -> dict[str, Callable[[], list]]:
+    """The three workloads, run by the calibrl package named `pkg` (`ab_decode.py` passes an
+    earlier commit's, extracted under another name)."""
+    def mod(name: str) -> Any:
+        return importlib.import_module(f"{pkg}.{name}")
+    HFEngine = mod("rollout.hf_engine").HFEngine
+    SamplingParams = mod("rollout.engine").SamplingParams
+    CachedSampler = mod("probe.sampler").CachedSampler
+    probe_traces = mod("probe.runner").probe_traces
+    config = mod("settings.probe").ProbeSection(
+        samples=args.samples, max_answer_tokens=args.probe_tokens,
+        traces_per_batch=args.traces_per_batch, max_rows=args.max_rows, seed=0)
     engine = HFEngine(model, tokenizer)
-    traces = generate_traces(engine, tokenizer, list(enumerate(examples[:args.traces])), config)
+    traces = mod("probe.traces").generate_traces(engine, tokenizer,
+                                                 list(enumerate(examples[:args.traces])), config)
     suffix = tokenizer(config.forced_text, add_special_tokens=False)["input_ids"]
-    from calibrl.rollout.rollouts import encode_messages
-
+    encode_messages = mod("rollout.rollouts").encode_messages
     prompts = [encode_messages(tokenizer, ex.messages, config.chat_template) for ex in examples]
     stop = ("</answer>",)
 
@@ -364,7 +369,7 @@ def measure(name: str, fn: Callable[[], list], model, args) -> dict:
     }
 
 
-def main() -> None:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model folder (default: the demo's warm-up model)")
     parser.add_argument("--data", help="test split (default: the demo's)")
@@ -381,7 +386,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/decode.json"))
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = make_parser().parse_args()
     torch.set_num_threads(args.threads)
     model, tokenizer, examples, source = load(args)
     results = {}

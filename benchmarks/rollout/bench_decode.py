@@ -192,7 +192,7 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
     for name in ("sample_tokens", "uniforms", "uniforms_at", "uniform_table"):
         if hasattr(decode_mod, name):
             patch(decode_mod, name, prof.wrap("sampling", getattr(decode_mod, name)))
-    for name in ("finish", "stop_string_in", "may_complete"):
+    for name in ("finish", "stop_string_in", "may_complete", "stopped"):
         if hasattr(stopping.StopChecker, name):  # an older calibrl has fewer
             patch(stopping.StopChecker, name,
                   prof.wrap("stop checks", getattr(stopping.StopChecker, name)))

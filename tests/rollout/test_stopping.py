@@ -66,3 +66,22 @@ def test_tokens_the_table_rules_out_never_complete_a_stop_string(tokenizer, stop
             assert table[ids[first - 1]]
             hits += 1
     assert hits > 0
+
+
+def test_the_batch_check_agrees_with_finish_row_by_row(tokenizer):
+    checker = StopChecker(tokenizer, ["</answer>"], eos_token_ids=[tokenizer.eos_token_id],
+                          max_new_tokens=10**6)
+    texts = ["<answer> 3 + 5 </answer> tail", "no tag here at all", "</ans", "x </answer>"]
+    rows = [tokenizer.encode(t) + [tokenizer.eos_token_id] for t in texts]
+    width = max(len(r) for r in rows)
+    tokens = torch.tensor([r + [0] * (width - len(r)) for r in rows])
+    order = torch.tensor([2, 0, 3, 1])  # the batch holds the rows in another order
+    # A row is checked until it stops, as in the decode loop (finish keeps saying "stop" after).
+    ends = [first_stop(checker, r) or len(r) for r in rows]
+    assert ends[0] < len(rows[0]) - 1  # "</answer>" ends the first row before its EOS
+    for step in range(width):
+        live = torch.tensor([step < ends[r] for r in order.tolist()])
+        got = checker.stopped(tokens, order, live, step, len(tokenizer))
+        want = [bool(alive) and checker.finish(rows[r][:step + 1]) == "stop"
+                for r, alive in zip(order.tolist(), live.tolist(), strict=True)]
+        assert got.tolist() == want

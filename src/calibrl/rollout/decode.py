@@ -48,18 +48,13 @@ def decode_rows(state: RowState, logits: torch.Tensor, pos: torch.Tensor, stream
             at once; a larger share copies the cache less often when rows finish one by one.
 
     A step's work is a few tensor operations whatever the number of rows: tokens and log-probs
-    go into `[R, T]` tables, EOS is a table look-up, and only rows whose new token may complete
-    a stop string (`StopChecker.may_complete`) have their text decoded.
+    go into `[R, T]` tables and `StopChecker.stopped` checks every row at once.
     """
     rows, budget, device = len(streams), params.max_new_tokens, logits.device
     tokens = torch.zeros((rows, budget), dtype=torch.long, device=device)
     logps = torch.zeros((rows, budget), dtype=torch.float32, device=device)
     ends = torch.zeros(rows, dtype=torch.long, device=device)  # tokens each finished row kept
     reasons: list[Any] = [None] * rows
-    vocab = logits.shape[-1]
-    eos = torch.zeros(vocab, dtype=torch.bool)
-    eos[[t for t in checker.eos if 0 <= t < vocab]] = True
-    eos, candidate = eos.to(device), checker.may_complete(vocab).to(device)
     batch = torch.arange(rows, device=device)  # the row at each batch position
     live = torch.ones(rows, dtype=torch.bool, device=device)  # per batch position
     u = uniform_table(stream_state(seed, streams, samples), budget)  # [R, T]
@@ -67,11 +62,7 @@ def decode_rows(state: RowState, logits: torch.Tensor, pos: torch.Tensor, stream
         tok, lp = sample_tokens(logits, params.temperature, params.top_k, params.top_p,
                                 u[:, step])
         tokens[batch, step], logps[batch, step] = tok, lp
-        stopped = eos[tok] & live
-        maybe = (candidate[tok] & ~stopped & live).nonzero()[:, 0]
-        for j, r in zip(maybe.tolist(), batch[maybe].tolist(), strict=True):
-            if checker.stop_string_in(tokens[r, :step + 1].tolist()):
-                stopped[j] = True
+        stopped = checker.stopped(tokens, batch, live, step, logits.shape[-1])
         done = live if step == budget - 1 else stopped
         finished = done.nonzero()[:, 0]
         if len(finished):

@@ -40,6 +40,8 @@ class StopChecker:
         self.eos = frozenset(int(t) for t in eos_token_ids)
         self.max_new_tokens = max_new_tokens
         self.window = 4 * max((len(s) for s in self.stop), default=0) + 8
+        self._eos: torch.Tensor | None = None  # `stopped`'s look-up tables, per vocabulary
+        self._candidate: torch.Tensor | None = None
 
     def stop_string_in(self, token_ids: Sequence[int]) -> bool:
         """Whether the decoded text of `token_ids` contains a stop string."""
@@ -82,8 +84,34 @@ class StopChecker:
             tables[key] = table
         return tables[key]
 
+    def stopped(self, tokens: torch.Tensor, rows: torch.Tensor, live: torch.Tensor, step: int,
+                vocab: int) -> torch.Tensor:
+        """`finish(...) == "stop"` for many rows at once, after their token at `step`.
+
+        Args:
+            tokens: `[R, T]` every row's tokens so far (columns `0..step` filled), ids < `vocab`.
+            rows: `[B]` the rows in the batch (their index in `tokens`).
+            live: `[B]` bool, the rows still sampling (the others are not checked).
+        Returns:
+            `[B]` bool, False where not `live`. EOS is a table look-up; a row's text is decoded only after a token that
+            may complete a stop string (`may_complete`).
+        """
+        if self._eos is None or len(self._eos) != vocab or self._eos.device != tokens.device:
+            eos = torch.zeros(vocab, dtype=torch.bool)
+            eos[[t for t in self.eos if 0 <= t < vocab]] = True
+            self._eos = eos.to(tokens.device)
+            self._candidate = self.may_complete(vocab).to(tokens.device)
+        last = tokens[rows, step]
+        out = self._eos[last] & live
+        maybe = (self._candidate[last] & ~out & live).nonzero()[:, 0]
+        for j, r in zip(maybe.tolist(), rows[maybe].tolist(), strict=True):
+            if self.stop_string_in(tokens[r, :step + 1].tolist()):
+                out[j] = True
+        return out
+
     def finish(self, token_ids: Sequence[int]) -> FinishReason | None:
-        """The finish reason once the last token of `token_ids` was appended, or None."""
+        """The finish reason once the last token of `token_ids` was appended, or None (one
+        sequence; `stopped` is the same test for a batch)."""
         if token_ids[-1] in self.eos or self.stop_string_in(token_ids):
             return "stop"
         if len(token_ids) >= self.max_new_tokens:

@@ -1,6 +1,7 @@
 """The fast decoding step (`calibrl.rollout.fast_forward`) computes what `model(...)` computes,
-bit for bit, so the engine's samples and log-probs do not change with it; and both match a
-slow reference loop that re-encodes every whole sequence at every step."""
+bit for bit at one shape, so the engine's samples do not change with it (log-probs within the
+tolerance `reference.same_samples` explains); and both match a slow reference loop that
+re-encodes every whole sequence at every step."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from calibrl.rollout.sampling import (
     sample_tokens,
     uniforms,
 )
+from reference.same_samples import assert_same_samples, flatten
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +52,8 @@ def _step_logits_both_ways(model, rows=5, context=7):
 
 
 def test_step_logits_equal_model_call_bitwise(model, llama):
+    # Bit-equal whatever the thread count: both sides run the same kernels at the same shapes
+    # on the same inputs, and a kernel's split of a reduction depends only on shape and threads.
     for m in (model, llama[0]):  # Qwen2 with grouped kv heads and biases; calibrl's Llama
         assert fast_forward.supported(m)
         want, got = _step_logits_both_ways(m)
@@ -74,25 +78,21 @@ def _generate_both_ways(monkeypatch, engine, call):
     return fast, slow
 
 
-def _flat(results):
-    return [(g.token_ids, g.logprobs, g.finish_reason, g.text) for gens in results for g in gens]
-
-
-def test_engine_samples_and_logprobs_unchanged(monkeypatch, model, tokenizer, prompts):
+def test_engine_samples_unchanged_and_logprobs_within_tolerance(monkeypatch, model, tokenizer, prompts):
     # Every 9th token ends a sample, so rows finish (and leave the batch) at different steps.
     engine = HFEngine(model, tokenizer, max_batch_size=5,
                       eos_token_ids=range(0, len(tokenizer), 9))
     params = SamplingParams(n=3, temperature=1.0, max_new_tokens=16, seed=11,
                             stop=("</answer>",))
     fast, slow = _generate_both_ways(monkeypatch, engine, lambda: engine.generate(prompts, params))
-    assert _flat(fast) == _flat(slow)
+    assert_same_samples(flatten(fast), flatten(slow))
     assert {g.finish_reason for gens in fast for g in gens} == {"stop", "length"}
     branches = [Branch(cut=3, suffix=(5, 6)), Branch(), Branch(cut=1)]
     prefix = prompts[2]
     params = SamplingParams(n=3, temperature=0.8, top_p=0.9, max_new_tokens=12, seed=12)
     fast, slow = _generate_both_ways(
         monkeypatch, engine, lambda: engine.generate_from_shared_prefix(prefix, branches, params))
-    assert _flat(fast) == _flat(slow)
+    assert_same_samples(flatten(fast), flatten(slow))
 
 
 def _reference_decode(model, prompt, params, stream, sample, eos):

@@ -14,7 +14,8 @@ from calibrl.tasks import get_task
 COUNTDOWN = get_task("countdown")  # the task `calibrl data countdown` builds data for
 DEFAULTS = COUNTDOWN.generate_options
 
-app = typer.Typer(help="Build data sets (verl/TinyZero parquet).", no_args_is_help=True)
+app = typer.Typer(help="Build data sets (verl/TinyZero parquet).", no_args_is_help=True,
+                  rich_markup_mode=None)  # help text as written: "calibrl[math]" is no markup
 
 
 def _fmt(bounds: tuple[int, int]) -> str:

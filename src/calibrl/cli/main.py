@@ -23,6 +23,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # help text as written: "calibrl[vllm]" is no markup
 )
 
 

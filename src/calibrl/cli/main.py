@@ -3,7 +3,8 @@
 Each command group lives in its own module and is added here; commands only parse arguments and
 call library functions. `UserError` anywhere becomes one line on stderr and exit code 2, and so
 does a file-system error the user can fix (a full disk, a read-only or file-blocked output path)
-wherever a writer meets it.
+wherever a writer meets it. A run stopped by a signal after its checkpoint exits with
+`Stopped.exit_code` (75).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 
 import typer
 
-from calibrl.errors import UserError
+from calibrl.errors import Stopped, UserError
 from calibrl.utils.files import describe_os_error
 
 app = typer.Typer(
@@ -33,6 +34,7 @@ def _register() -> None:
     # second copy of the command tree (and every later in-process `main` call a slower one).
     # Imported here so `calibrl --help` stays fast and a broken optional part names itself.
     from calibrl.cli import (
+        calibrate_cmd,
         data_cmd,
         data_qa_cmd,
         demo_cmd,
@@ -48,6 +50,7 @@ def _register() -> None:
     app.add_typer(model_cmd.app, name="model")
     app.command("demo")(demo_cmd.demo)
     app.command("sft")(sft_cmd.sft)
+    app.command("calibrate")(calibrate_cmd.calibrate)
     app.command("train")(train_cmd.train)
     app.command("eval")(eval_cmd.evaluate)
     app.command("compare")(eval_cmd.compare)
@@ -72,6 +75,10 @@ def main(argv: list[str] | None = None) -> None:
     except UserError as err:
         typer.echo(f"error: {err}", err=True)
         sys.exit(2)
+    except Stopped as stop:  # a signal stopped a run after a checkpoint; one process says so
+        if not stop.quiet:
+            typer.echo(f"calibrl: {stop}", err=True)
+        sys.exit(stop.exit_code)
     except OSError as err:
         message = describe_os_error(err)
         if message is None:

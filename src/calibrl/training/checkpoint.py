@@ -6,7 +6,8 @@ under a temporary name and renamed into place, so a run killed at any moment lea
 complete checkpoint or none; a leftover temporary directory is ignored and cleaned on the next save.
 `checkpoint.json` lists the sha256 of every file: `find_checkpoint` resumes from the newest
 checkpoint whose files still match (a disk that lost or changed bytes cannot pass) and sets the
-newer, damaged ones aside as `checkpoint-NNNNNN.corrupt`, so pruning never prefers them.
+newer, damaged ones aside as `checkpoint-NNNNNN.corrupt`, so pruning never prefers them; a
+checkpoint folder without `checkpoint.json` (which is written last) counts as damaged too.
 
 A run of several processes also keeps `accelerate/`, written by every process with accelerate's
 `save_state` (the optimiser and model shards of FSDP / DeepSpeed, each process's RNG states);
@@ -73,15 +74,20 @@ class Checkpoint:
         return torch.load(self.path / STATE_FILE, map_location="cpu", weights_only=False)
 
 
-def list_checkpoints(run_dir: Path) -> list[Checkpoint]:
-    """Complete checkpoints in `run_dir` (not yet verified), oldest first."""
+def _checkpoint_folders(run_dir: Path) -> list[Checkpoint]:
+    """Every `checkpoint-NNNNNN` folder in `run_dir`, complete or not, oldest first."""
     found = []
     if run_dir.is_dir():
         for child in run_dir.iterdir():
             match = _NAME.match(child.name)
-            if match and (child / INFO_FILE).is_file():
+            if match and child.is_dir():
                 found.append(Checkpoint(child, int(match.group(1))))
     return sorted(found, key=lambda c: c.step)
+
+
+def list_checkpoints(run_dir: Path) -> list[Checkpoint]:
+    """Complete checkpoints in `run_dir` (not yet verified), oldest first."""
+    return [c for c in _checkpoint_folders(run_dir) if (c.path / INFO_FILE).is_file()]
 
 
 def _file_hashes(root: Path) -> dict[str, str]:
@@ -100,6 +106,8 @@ def verify_checkpoint(ckpt: Checkpoint) -> str | None:
 
     A checkpoint from before checksums (no "files" in checkpoint.json) is taken as it is.
     """
+    if not (ckpt.path / INFO_FILE).is_file():
+        return f"{INFO_FILE} is missing"
     try:
         info = json.loads((ckpt.path / INFO_FILE).read_text())
     except (OSError, ValueError) as err:
@@ -126,7 +134,7 @@ def find_checkpoint(resume: str, run_dir: Path, *, main: bool = True) -> Checkpo
     """`resume='auto'` -> the newest intact checkpoint in run_dir (None if there is none; the
     damaged newer ones are set aside by the main process); else that path, which must be intact."""
     if resume == "auto":
-        for ckpt in reversed(list_checkpoints(run_dir)):
+        for ckpt in reversed(_checkpoint_folders(run_dir)):
             problem = verify_checkpoint(ckpt)
             if problem is None:
                 return ckpt

@@ -17,6 +17,7 @@ from typing import Any
 
 from calibrl.errors import UserError
 from calibrl.utils.atomic import atomic_write_text
+from calibrl.utils.write_errors import naming_failed_writes
 
 METRICS_FILE = "metrics.jsonl"
 SAMPLES_FILE = "samples.jsonl"
@@ -76,8 +77,9 @@ class MetricsLogger:
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         row = {"step": step, **{k: _finite_or_none(v) for k, v in metrics.items()}}
-        self._metrics.write(json.dumps(row) + "\n")
-        self._metrics.flush()
+        with naming_failed_writes(self.run_dir / METRICS_FILE):  # a full disk names the file
+            self._metrics.write(json.dumps(row) + "\n")
+            self._metrics.flush()
         if self._tb is not None:
             for key, value in metrics.items():
                 if isinstance(value, int | float) and math.isfinite(value):
@@ -102,9 +104,10 @@ class MetricsLogger:
         """A few sample conversations (dicts with the same keys) as a table."""
         if not rows:
             return
-        for row in rows:
-            self._samples.write(json.dumps({"step": step, **row}) + "\n")
-        self._samples.flush()
+        with naming_failed_writes(self.run_dir / SAMPLES_FILE):
+            for row in rows:
+                self._samples.write(json.dumps({"step": step, **row}) + "\n")
+            self._samples.flush()
         if self._tb is not None:
             keys = list(rows[0])
             lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
@@ -121,8 +124,10 @@ class MetricsLogger:
             self._wandb.log({"samples": table}, step=step)
 
     def close(self) -> None:
-        self._metrics.close()
-        self._samples.close()
+        # Closing flushes what a failed write left buffered: on a full disk that fails again.
+        for name, file in ((METRICS_FILE, self._metrics), (SAMPLES_FILE, self._samples)):
+            with naming_failed_writes(self.run_dir / name):
+                file.close()
         if self._tb is not None:
             self._tb.close()
         if self._wandb is not None:

@@ -5,16 +5,18 @@ holds a run is continued only with resume, replaced only with overwrite) and of
 `calibrl.training.checkpoint` (resume from the newest intact checkpoint). A run continued from
 step s also drops what the killed run wrote after s: checkpoints of later steps are set aside
 (else `keep_last` would prune the new ones first) and the logs are cut back by their writers.
+`closing_run` releases the folder when the run ends, whichever way it ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
-from calibrl.errors import UserError
+from calibrl.errors import Stopped, UserError
 from calibrl.training.checkpoint import Checkpoint, find_checkpoint, list_checkpoints, set_aside
 from calibrl.utils.run_dir import RunDir, open_run_dir
 
@@ -78,3 +80,23 @@ def open_checkpointed_run(final: Path, *, resume: str | None, overwrite: bool,
         run.close()
         raise
     return run, ckpt
+
+
+@contextlib.contextmanager
+def closing_run(run: RunDir, *, main: bool = True) -> Iterator[RunDir]:
+    """Release `run` after the block. A run that fails leaves the old run as it was (a replacing
+    run's staging folder goes); a run stopped by a signal keeps its checkpoint where `--resume`
+    looks: a replacing (`--overwrite`) run is swapped in, since the user asked for it to replace
+    the old one and only it holds the steps done."""
+    try:
+        yield run
+    except Stopped as stop:
+        if main:
+            run.commit()
+        stop.folder = str(run.final)
+        run.close()
+        raise
+    except BaseException:
+        run.close(failed=True)
+        raise
+    run.close()

@@ -18,6 +18,7 @@ Every `checkpoint_every` steps and at the end, `OUT/checkpoint-NNNNNN` holds the
 optimiser, the counters, the position in the epoch and the RNG states (the format and checksums of
 `checkpoint`), so a resumed run takes the same steps as one never stopped. A non-finite loss,
 gradient norm or weight stops the run (`UserError`) before it reaches the weights or a checkpoint.
+A stop signal ends the run after the step in flight, checkpointed (`calibrl.training.preemption`).
 The run folder itself (lock, resume, overwrite) is `sft_run`'s business.
 """
 
@@ -48,6 +49,7 @@ from calibrl.training.checkpoint import (
 )
 from calibrl.training.distributed import record_launch
 from calibrl.training.metrics_log import truncate_log
+from calibrl.training.preemption import StopRequests, checkpoint_step
 from calibrl.training.sft_batch import (
     IGNORE,
     bucket_batches,
@@ -57,6 +59,7 @@ from calibrl.training.sft_batch import (
 )
 from calibrl.training.sft_data import build_conversations
 from calibrl.utils.atomic import atomic_dir
+from calibrl.utils.write_errors import naming_failed_writes
 
 LOG_FILE = "sft_log.jsonl"
 CONFIG_FILE = "sft_config.json"
@@ -242,6 +245,7 @@ class _Run:
     log: Any
     bar: tqdm
     out_dir: Path
+    stop: StopRequests = field(default_factory=StopRequests)  # installed by `train_sft`
     position: int = 0
 
     def save(self, tally: _Tally) -> None:
@@ -270,11 +274,13 @@ def _run_epoch(run: _Run, tally: _Tally, rows, batches) -> None:
         tally.add(value, batch)
         run.position += 1
         if tally.step % config.log_every == 0 and run.log is not None:
-            run.log.write(json.dumps(tally.log_row(config.lr * factor, grad_norm)) + "\n")
-            run.log.flush()
+            with naming_failed_writes(run.out_dir / LOG_FILE):
+                run.log.write(json.dumps(tally.log_row(config.lr * factor, grad_norm)) + "\n")
+                run.log.flush()
         done = tally.progress() >= 1.0
-        if tally.step % config.checkpoint_every == 0 or done:
-            run.save(tally)
+        checkpoint_step(run.stop, run.accelerator, step=tally.step, last=done,
+                        due=done or tally.step % config.checkpoint_every == 0,
+                        save=lambda: run.save(tally))
         run.bar.n = min(1000, int(1000 * tally.progress()))
         run.bar.set_postfix_str(f"step {tally.step} loss {value:.3f} "
                                 f"{tally.tokens / tally.elapsed():,.0f} tok/s", refresh=False)
@@ -331,11 +337,14 @@ def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTSett
     if resume_from is not None:
         _resume(run, tally, resume_from)
     try:
-        _run_epochs(run, tally, problems)
+        run.stop = StopRequests(announce=accelerator.is_main_process)
+        with run.stop:
+            _run_epochs(run, tally, problems)
     finally:
         run.bar.close()
         if log is not None:
-            log.close()
+            with naming_failed_writes(out_dir / LOG_FILE):  # flushes what a full disk refused
+                log.close()
     result = tally.result()
     # The caller's model without accelerate's wrappers (bf16 patches its forward with autocast).
     trained = accelerator.unwrap_model(prepared, keep_fp32_wrapper=False)

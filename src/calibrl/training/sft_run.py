@@ -20,7 +20,7 @@ from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
 from calibrl.models.loading import load_policy
 from calibrl.settings.sft import SFTSettings
-from calibrl.training.run_setup import open_checkpointed_run
+from calibrl.training.run_setup import closing_run, open_checkpointed_run
 from calibrl.training.sft import (
     CONFIG_FILE,
     LOG_FILE,
@@ -81,7 +81,7 @@ def run_sft(config: SFTSettings) -> tuple[SFTResult, dict]:
     run, ckpt = open_checkpointed_run(
         Path(config.out), resume="auto" if config.resume else None, overwrite=config.overwrite,
         markers=RUN_FILES, main=int(os.environ.get("RANK", "0")) == 0, keep=_not_the_runs)
-    try:
+    with closing_run(run, main=int(os.environ.get("RANK", "0")) == 0):
         if config.threads is not None:
             torch.set_num_threads(config.threads)
         model, tokenizer = load_model(config.model, config.seed)
@@ -95,8 +95,4 @@ def run_sft(config: SFTSettings) -> tuple[SFTResult, dict]:
                    "held_out": len(held_out)}
         atomic_write_text(work / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
         run.commit()
-    except BaseException:
-        run.close(failed=True)
-        raise
-    run.close()
     return result, summary

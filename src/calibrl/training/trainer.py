@@ -1,7 +1,8 @@
 """The RL loop, read top to bottom: take the next prompts -> roll out (answers, and confidences
 in the two-turn mode) -> score -> advantages -> update the policy -> hand the weights to the
 engine -> log (and evaluate held-out problems when due) -> checkpoint every `checkpoint.every`
-steps -> save final-model.
+steps -> save final-model. A stop signal (SIGTERM, SIGINT, SIGUSR1) ends the run after the step
+in flight with that step checkpointed (`calibrl.training.preemption`).
 
 Building the run is `calibrl.training.build`, the update `calibrl.training.update`, and what
 the run keeps on disk `calibrl.training.persist`; docs/architecture-training.md says what a step
@@ -33,7 +34,9 @@ from calibrl.training.build import (
 from calibrl.training.distributed import gather_trees, record_launch
 from calibrl.training.held_out import Evaluator, load_held_out
 from calibrl.training.metrics_log import MetricsLogger
+from calibrl.training.preemption import StopRequests, checkpoint_step
 from calibrl.training.prompt_sampler import PromptSampler
+from calibrl.training.run_setup import closing_run
 from calibrl.training.samples import sample_rows
 from calibrl.training.update import update_policy
 
@@ -82,12 +85,8 @@ class Trainer:
     # ------------------------------------------------------------------ the run
     def train(self) -> Path:
         """Run to `optim.total_steps`; returns the directory of the final Hugging Face model."""
-        try:
+        with closing_run(self.run, main=self.is_main):
             final_model = self._train()
-        except BaseException:
-            self.run.close(failed=True)
-            raise
-        self.run.close()
         final = self.run.final / "final-model"
         if self.is_main and self.cfg.checkpoint.push_to_hub:
             persist.push_to_hub(final_model, self.tokenizer, self.cfg.checkpoint.push_to_hub,
@@ -110,18 +109,22 @@ class Trainer:
                                     resume_step=self.resume_from.step if self.resume_from else None)
         bar = tqdm(total=cfg.optim.total_steps, initial=self.step, desc=cfg.algorithm.mode,
                    disable=not self.is_main, dynamic_ncols=True)
-        try:
-            while self.step < cfg.optim.total_steps:
-                metrics = self.train_step()
-                bar.update(1)
-                bar.set_postfix(acc=f"{metrics.get('answer/accuracy', 0):.2f}",
-                                conf=f"{metrics.get('calibration/confidence_mean', 0):.2f}")
-                if self.step % cfg.checkpoint.every == 0 or self.step == cfg.optim.total_steps:
-                    self.save()
-        finally:
-            bar.close()
-            self.logger.close()
-        return persist.save_final_model(self.policy, self.run)
+        # A stop signal ends the run after the step in flight, checkpointed (`preemption`).
+        with StopRequests(announce=self.is_main) as stop:
+            try:
+                while self.step < cfg.optim.total_steps:
+                    metrics = self.train_step()
+                    bar.update(1)
+                    bar.set_postfix(acc=f"{metrics.get('answer/accuracy', 0):.2f}",
+                                    conf=f"{metrics.get('calibration/confidence_mean', 0):.2f}")
+                    last = self.step == cfg.optim.total_steps
+                    checkpoint_step(stop, self.accelerator, step=self.step, last=last,
+                                    due=last or self.step % cfg.checkpoint.every == 0,
+                                    save=self.save)
+            finally:
+                bar.close()
+                self.logger.close()
+            return persist.save_final_model(self.policy, self.run)
 
     def save(self) -> None:
         """Checkpoint the current step (`calibrl.training.persist.save`)."""

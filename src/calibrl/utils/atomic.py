@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from calibrl.errors import UserError
+from calibrl.utils.write_errors import write_error
 
 _TMP, _OLD = ".tmp-", ".old-"
 
@@ -157,13 +158,16 @@ def atomic_dir(final: Path, *, own: Collection[str] | None = None) -> Iterator[P
                         "write into a folder below it")
     recover(final.parent, [final.name])
     tmp = staging_path(final)
-    tmp.mkdir(parents=True)
     try:
+        tmp.mkdir(parents=True)
         yield tmp
         swap_in(tmp, final, keep=None if own is None else (lambda name: name not in own))
-    except BaseException:
+    except BaseException as err:
+        failure = write_error(err, final, tmp)  # before the partial files free their space
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if failure is None:
+            raise
+        raise failure from err
 
 
 @contextlib.contextmanager
@@ -177,9 +181,12 @@ def atomic_file(path: Path) -> Iterator[Path]:
         yield tmp
         _fsync(tmp, os.O_RDONLY)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
+        failure = write_error(err, path, tmp)
         tmp.unlink(missing_ok=True)
-        raise
+        if failure is None:
+            raise
+        raise failure from err
 
 
 def atomic_write_text(path: Path, text: str) -> None:

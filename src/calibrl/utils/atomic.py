@@ -183,7 +183,8 @@ def atomic_file(path: Path) -> Iterator[Path]:
         os.replace(tmp, path)
     except BaseException as err:
         failure = write_error(err, path, tmp)
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a read-only disk even this unlink fails
+            tmp.unlink(missing_ok=True)
         if failure is None:
             raise
         raise failure from err

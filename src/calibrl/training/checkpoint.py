@@ -165,14 +165,18 @@ def save_checkpoint(run_dir: Path, step: int, *, model: Any, tokenizer: Any,
     """
     final = run_dir / f"checkpoint-{step:06d}"
     recover(run_dir)  # temporaries of a run killed mid-save
-    with atomic_dir(final) as tmp:
-        model.save_pretrained(tmp / "model", state_dict=model_state)  # None: the model's own
-        tokenizer.save_pretrained(tmp / "model")
-        if state_dir is not None:
-            shutil.move(str(state_dir), str(tmp / ACCELERATE_DIR))
-        torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
-        info = {"step": step, "files": _file_hashes(tmp)}
-        (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
+    try:
+        with atomic_dir(final) as tmp:
+            model.save_pretrained(tmp / "model", state_dict=model_state)  # None: the model's own
+            tokenizer.save_pretrained(tmp / "model")
+            if state_dir is not None:
+                shutil.move(str(state_dir), str(tmp / ACCELERATE_DIR))
+            torch.save({**trainer_state, "rng": rng_state(), "step": step}, tmp / STATE_FILE)
+            info = {"step": step, "files": _file_hashes(tmp)}
+            (tmp / INFO_FILE).write_text(json.dumps(info, indent=1) + "\n")
+    finally:
+        if state_dir is not None:  # still there only if the save failed before moving it in
+            shutil.rmtree(state_dir, ignore_errors=True)
     for old in list_checkpoints(run_dir)[:-keep_last]:
         shutil.rmtree(old.path, ignore_errors=True)
     return Checkpoint(final, step)

@@ -44,6 +44,7 @@ from accelerate.utils import DistributedType, gather_object
 from calibrl.algo.rollout_tree import RolloutTree
 from calibrl.errors import UserError
 from calibrl.utils.atomic import atomic_write_text
+from calibrl.utils.write_errors import naming_failed_writes
 
 RUN_INFO_FILE = "run_info.json"
 
@@ -188,6 +189,11 @@ def save_processes_state(accelerator: Accelerator, run_dir: Path, step: int) -> 
     if accelerator.is_main_process:
         shutil.rmtree(path, ignore_errors=True)
     accelerator.wait_for_everyone()
-    accelerator.save_state(str(path))
+    try:
+        with naming_failed_writes(run_dir / f"checkpoint-{step:06d}", path):  # e.g. a full disk
+            accelerator.save_state(str(path))
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
     accelerator.wait_for_everyone()
     return path

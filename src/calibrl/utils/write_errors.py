@@ -92,12 +92,12 @@ def write_error(err: BaseException, destination: Path, temporary: Path | None = 
 
 
 @contextlib.contextmanager
-def naming_failed_writes(destination: Path) -> Iterator[None]:
+def naming_failed_writes(destination: Path, temporary: Path | None = None) -> Iterator[None]:
     """Re-raise a failed write in the block as `write_error`'s one-line `OSError`."""
     try:
         yield
     except Exception as err:
-        failure = write_error(err, destination)
+        failure = write_error(err, destination, temporary)
         if failure is None:
             raise
         raise failure from err

@@ -28,7 +28,7 @@ def usr1_handler():
 
 def test_first_signal_is_a_request_second_runs_the_previous_handler(usr1_handler, capfd):
     previous = signal.getsignal(signal.SIGUSR1)
-    with StopRequests([signal.SIGUSR1]) as stop:
+    with StopRequests([signal.SIGUSR1], repeat_after_s=0) as stop:
         assert not stop.requested
         signal.raise_signal(signal.SIGUSR1)
         assert stop.requested and stop.signal_name == "SIGUSR1"
@@ -38,6 +38,14 @@ def test_first_signal_is_a_request_second_runs_the_previous_handler(usr1_handler
         assert usr1_handler == [signal.SIGUSR1]  # the second one gets the old behaviour
         assert signal.getsignal(signal.SIGUSR1) is previous  # and the old handler is back
     assert signal.getsignal(signal.SIGUSR1) is previous
+
+
+def test_the_same_signal_passed_on_at_once_is_not_a_second_one(usr1_handler):
+    with StopRequests([signal.SIGUSR1], repeat_after_s=3600) as stop:
+        signal.raise_signal(signal.SIGUSR1)
+        signal.raise_signal(signal.SIGUSR1)  # e.g. torchrun forwarding what its ranks also got
+        assert stop.requested and usr1_handler == []
+        assert signal.getsignal(signal.SIGUSR1) == stop._handle  # still installed
 
 
 def test_handlers_are_restored_and_quiet_processes_say_nothing(usr1_handler, capfd):
@@ -78,7 +86,7 @@ def test_outside_the_main_thread_nothing_is_installed(usr1_handler):
 CHILD = """
 import signal, sys, time
 from calibrl.training.preemption import StopRequests
-with StopRequests(announce=False) as stop:
+with StopRequests(announce=False, repeat_after_s=0) as stop:
     print("ready", flush=True)
     while not stop.requested:
         time.sleep(0.01)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import os
 import re
 import shutil
 import signal
@@ -23,6 +24,7 @@ import torch
 from safetensors.torch import load_file
 
 from calibrl.training.checkpoint import list_checkpoints, verify_checkpoint
+from calibrl.training.preemption import REPEAT_AFTER_S
 from training.coin_runs import checkout_env, coin_run, free_port, run_settings
 from training.small_disk import small_disk
 
@@ -113,13 +115,18 @@ def test_sigterm_checkpoints_the_step_reached_and_resume_ends_as_a_straight_run(
 def test_a_second_signal_ends_the_run_at_once(tmp_path):
     model, train = coin_run(tmp_path)
     run = tmp_path / "run"
+    # Steps of seconds (8 verdicts of 0.3 s each): the second signal must come after
+    # REPEAT_AFTER_S (before it, it would be the first one passed on by a launcher) and still
+    # inside the step in flight.
     args = _train_args(model, train, tmp_path, "optim.total_steps=50",
-                       "rollout.max_answer_tokens=48")  # steps long enough for two signals
+                       "data.task_modules=[training.coin_task,training.slow_coin]")
     with (tmp_path / "err").open("w") as stderr:
         proc = _calibrl(*args, stdout=subprocess.DEVNULL, stderr=stderr)
-        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 1, proc)
+        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 1, proc)  # step 2 has begun
         proc.send_signal(signal.SIGTERM)
         _wait_until(lambda: "SIGTERM received" in (tmp_path / "err").read_text(), proc)
+        time.sleep(REPEAT_AFTER_S + 0.2)
+        assert proc.poll() is None, "step 2 ended before the second signal: make steps longer"
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=300)
     assert code == -signal.SIGTERM  # the default action: no checkpoint, exit status 143
@@ -215,22 +222,32 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
+def _launch(model: Path, train: Path, out: Path, *extra: str, **popen) -> subprocess.Popen:
+    """`accelerate launch` of `calibrl train` on 2 CPU ranks, as the README says."""
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+    return subprocess.Popen(
+        [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+         "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+         str(free_port()), "-m", "calibrl", *_train_args(model, train, out, *extra)],
+        env={**ENV, "ACCELERATE_USE_CPU": "1"}, stdout=subprocess.DEVNULL, **popen)
+
+
+def _stopped_ranks(err: str, run: Path) -> int:
+    """The step two ranks stopped after: said once, by the main process, and checkpointed."""
+    lines = [m for m in map(STOPPED.search, err.splitlines()) if m]
+    assert len(lines) == 1, err[-3000:]
+    step = int(lines[0][2])
+    assert [c.step for c in list_checkpoints(run)] == [step]
+    assert (run / f"checkpoint-{step:06d}/accelerate").is_dir()
+    return step
+
+
 def test_two_ranks_stop_after_the_same_step_when_one_is_signalled(tmp_path):
     model, train = coin_run(tmp_path)
-    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-    env = {**ENV, "ACCELERATE_USE_CPU": "1"}
-
-    def launch(out: Path, *extra: str, **popen) -> subprocess.Popen:
-        return subprocess.Popen(
-            [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-             "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
-             str(free_port()), "-m", "calibrl", *_train_args(model, train, out, *extra)],
-            env=env, **popen)
-
-    assert launch(tmp_path / "straight", stdout=subprocess.DEVNULL).wait(timeout=600) == 0
+    assert _launch(model, train, tmp_path / "straight").wait(timeout=600) == 0
     run = tmp_path / "stopped/run"
     with (tmp_path / "err").open("w") as stderr:
-        proc = launch(tmp_path / "stopped", stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = _launch(model, train, tmp_path / "stopped", stderr=stderr)
         _wait_until(lambda: _rows(run / "metrics.jsonl") >= 2, proc)
         ranks = _children(proc.pid)
         assert len(ranks) == 2
@@ -238,13 +255,21 @@ def test_two_ranks_stop_after_the_same_step_when_one_is_signalled(tmp_path):
         subprocess.run(["kill", "-USR1", str(ranks[-1])], check=True)
         assert proc.wait(timeout=600) != 0  # the launcher's own code: a rank exited with 75
     err = (tmp_path / "err").read_text()
-    lines = [m for m in map(STOPPED.search, err.splitlines()) if m]
-    assert len(lines) == 1, err[-3000:]  # said once, by the main process
-    step = int(lines[0][2])
-    assert "exitcode  : 75" in err or "exit code 75" in err
-    assert [c.step for c in list_checkpoints(run)] == [step]
-    assert (run / f"checkpoint-{step:06d}/accelerate").is_dir()
-    resumed = launch(tmp_path / "stopped", "--resume", stdout=subprocess.DEVNULL)
-    assert resumed.wait(timeout=600) == 0
+    assert "exitcode  : 75" in err, err[-3000:]  # the launcher's report of its failed ranks
+    _stopped_ranks(err, run)
+    assert _launch(model, train, tmp_path / "stopped", "--resume").wait(timeout=600) == 0
     assert _same_weights(tmp_path / "straight/run/final-model/model.safetensors",
                          run / "final-model/model.safetensors")
+
+
+def test_the_launcher_passing_on_a_signal_the_ranks_got_is_one_request(tmp_path):
+    model, train = coin_run(tmp_path)
+    run = tmp_path / "run"
+    with (tmp_path / "err").open("w") as stderr:
+        proc = _launch(model, train, tmp_path, stderr=stderr, start_new_session=True)
+        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 2, proc)
+        # As Slurm (every process of the step) or Ctrl-C (the foreground group) does: the
+        # launcher and both ranks get it, and the launcher sends its ranks SIGTERM again.
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=600)
+    assert 2 <= _stopped_ranks((tmp_path / "err").read_text(), run) < 8

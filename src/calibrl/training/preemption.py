@@ -10,10 +10,13 @@ raise `calibrl.errors.Stopped`, which the command line reports in one line with 
 `--resume` then continues from that step as from any checkpoint.
 
 A second signal gets the behaviour it had before calibrl's handler: SIGTERM and SIGUSR1 end the
-process at once (exit status 128 + N), SIGINT raises `KeyboardInterrupt`. A signal that was
-ignored when the run started (`nohup`, a background job's SIGINT) stays ignored. Handlers go in
-only from the main thread (Python allows no other) and the previous ones come back on exit, so a
-library caller keeps its own.
+process at once (exit status 128 + N), SIGINT raises `KeyboardInterrupt`. One that follows the
+first within `REPEAT_AFTER_S` is the first request arriving twice, not a second one: Slurm
+signals every process of a job step and a terminal every process of its foreground group, and
+torchrun at once passes the signal it got on to its ranks, which got it already. A signal that
+was ignored when the run started (`nohup`, a background job's SIGINT) stays ignored. Handlers go
+in only from the main thread (Python allows no other) and the previous ones come back on exit,
+so a library caller keeps its own.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
@@ -28,17 +32,22 @@ from typing import Any
 from calibrl.errors import Stopped
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+REPEAT_AFTER_S = 1.0  # a launcher forwards within milliseconds; a person takes longer
 
 
 class StopRequests:
     """A context manager that turns the first stop signal into a request the loop polls."""
 
-    def __init__(self, signals: Iterable[int] = STOP_SIGNALS, *, announce: bool = True) -> None:
+    def __init__(self, signals: Iterable[int] = STOP_SIGNALS, *, announce: bool = True,
+                 repeat_after_s: float = REPEAT_AFTER_S) -> None:
         """`announce`: say on stderr, as the signal arrives, that the run stops after the step
-        (one process of several says it)."""
+        (one process of several says it); `repeat_after_s`: how long after the first a signal
+        counts as a second one."""
         self.signals = tuple(signals)
         self.announce = announce
+        self.repeat_after_s = repeat_after_s
         self.received: int | None = None  # the first signal's number
+        self._received_at = 0.0
         self._previous: dict[int, Callable[..., Any] | int] = {}
 
     @property
@@ -73,12 +82,14 @@ class StopRequests:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is None:
-            self.received = signum
+            self.received, self._received_at = signum, time.monotonic()
             if self.announce:
                 # os.write, not print: a handler may run in the middle of a print to stderr.
                 os.write(2, f"\ncalibrl: {self.signal_name} received, stopping after the "
                             "current step (send it again to stop at once)\n".encode())
             return
+        if time.monotonic() - self._received_at < self.repeat_after_s:
+            return  # the first request passed on by a launcher
         previous = self._previous.get(signum, signal.SIG_DFL)
         self._restore()
         if callable(previous):

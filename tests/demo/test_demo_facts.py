@@ -92,18 +92,21 @@ def test_the_data_stage_shows_the_warm_up_what_it_should(tmp_path):
 def test_facts_demo_end_to_end_with_tiny_budgets(tmp_path):
     report = run_demo(load_demo_settings(RECIPE, [
         *SMALL_WORLD, f"out_dir={tmp_path}", "sft.steps=20", "eval.max_examples=12",
-        "eval.samples=1", "rl.optim.total_steps=2", "rl.rollout.prompts_per_step=2"]))
+        "eval.samples=1", "rl.optim.total_steps=2", "rl.rollout.prompts_per_step=2",
+        "calibrate.steps=3", "calibrate.prompts=4", "calibrate.answers_per_prompt=2",
+        "calibrate.batch_size=4", "calibrate.answer_batch_size=2"]))
     text = report.read_text()
     assert "facts of made-up countries" in text and "Faithfulness probe" not in text
     assert "before RL (SFT)" in text and "after two-turn RLCR" in text
+    assert "after the confidence warm-up" in text
     assert "| often |" in text and "difficulty table" in text
-    for name in ("eval-before", "eval-after"):
+    for name in ("eval-before", "eval-calibrated", "eval-after"):
         metrics = json.loads((tmp_path / name / "metrics.json").read_text())
         assert metrics["count"] == 12 and metrics["mode"] == "two_turn"
     assert (tmp_path / "rl/final-model/config.json").is_file()
     assert set(json.loads((tmp_path / "timings.json").read_text())) == {
-        "data", "supervised warm-up", "evaluation before RL", "two-turn RLCR",
-        "evaluation after RL"}
+        "data", "supervised warm-up", "evaluation before RL", "confidence warm-up",
+        "evaluation after the confidence warm-up", "two-turn RLCR", "evaluation after RL"}
     for image in [line.split("(")[1].rstrip(")") for line in text.splitlines()
                   if line.startswith("![")]:
         assert (tmp_path / image).is_file(), image

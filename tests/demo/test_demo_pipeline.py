@@ -17,7 +17,10 @@ TOY = ["data.n_problems=40", "data.test_size=8", "data.max_number=12", "data.sft
        "eval.max_confidence_tokens=6", "rl.optim.total_steps=2", "rl.rollout.prompts_per_step=2",
        "rl.rollout.num_generations_answer=2", "rl.rollout.num_generations_confidence=2",
        "rl.rollout.max_answer_tokens=8", "rl.rollout.max_confidence_tokens=6",
-       "rl.optim.mixed_precision=no", "probe.limit=2", "probe.samples=4"]
+       "rl.optim.mixed_precision=no", "probe.limit=2", "probe.samples=4", "calibrate.steps=3",
+       "calibrate.prompts=4", "calibrate.answers_per_prompt=2", "calibrate.batch_size=4",
+       "calibrate.answer_batch_size=2", "calibrate.max_answer_tokens=8",
+       "calibrate.max_confidence_tokens=6"]
 
 
 def test_data_and_reward_stage(tmp_path: Path):
@@ -41,15 +44,22 @@ def test_toy_demo_end_to_end(tmp_path: Path):
     report = run_demo(load_demo_settings(overrides=[*TOY, f"out_dir={tmp_path}"]))
     text = report.read_text()
     assert "before RL (SFT)" in text and "after two-turn RLCR" in text
-    for name in ("eval-before", "eval-after"):
+    assert "after the confidence warm-up" in text
+    for name in ("eval-before", "eval-calibrated", "eval-after"):
         metrics = json.loads((tmp_path / name / "metrics.json").read_text())
         assert metrics["count"] == 8 and metrics["mode"] == "two_turn"
         assert (tmp_path / name / "predictions.jsonl").read_text().count("\n") == 8
     assert (tmp_path / "sft/model/config.json").is_file()
+    assert (tmp_path / "calibrate/model/config.json").is_file()
+    graded = (tmp_path / "calibrate/graded.jsonl").read_text().splitlines()
+    assert len(graded) == 8  # 4 RL prompts x 2 answers, none from the test split
+    first_rl = {e.index for e in load_examples(tmp_path / "data/rl.parquet")[:4]}
+    assert {json.loads(g)["index"] for g in graded} == first_rl
     assert (tmp_path / "rl/final-model/config.json").is_file()
     assert len((tmp_path / "rl/metrics.jsonl").read_text().splitlines()) == 2
     assert (tmp_path / "training_curves.png").stat().st_size > 0
     assert json.loads((tmp_path / "timings.json").read_text())["two-turn RLCR"] > 0
+    assert json.loads((tmp_path / "timings.json").read_text())["confidence warm-up"] > 0
     for image in [line.split("(")[1].rstrip(")") for line in text.splitlines()
                   if line.startswith("![")]:
         assert (tmp_path / image).is_file(), image

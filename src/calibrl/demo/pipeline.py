@@ -1,10 +1,14 @@
-"""`calibrl demo`: data -> SFT -> eval before -> two-turn RLCR -> eval after -> probe -> report.
+"""`calibrl demo`: data -> SFT -> eval before -> confidence warm-up -> eval -> two-turn RLCR ->
+eval after -> probe -> report.
 
 The driver of the recipe `configs/demo.yaml` (`DemoSettings`): every stage is a function of the
 settings and the stage before it, writing into `out_dir`:
 
-    data/{train,test}.parquet   sft/model/   eval-before/   rl/<run>/   eval-after/   probe/
-    report.md (+ PNG figures)
+    data/{train,test}.parquet   sft/model/   eval-before/   calibrate/model/   eval-calibrated/
+    rl/<run>/   eval-after/   probe/   report.md (+ PNG figures)
+
+A recipe without a `calibrate` section (or with `calibrate.steps: 0`) starts RL from the SFT
+model and has no `calibrate/` and `eval-calibrated/`.
 
 Every number is in the recipe; the tests run the same code with a few overrides that make it
 take seconds.
@@ -140,6 +144,27 @@ def stage_sft(settings: DemoSettings | FactsDemoSettings) -> Path:
     return Path(result.model_dir)
 
 
+def stage_calibrate(settings: DemoSettings | FactsDemoSettings, model_dir: Path) -> Path:
+    """The confidence warm-up on the RL prompts (never the test split); returns its model."""
+    from calibrl.settings.calibrate import CalibrateSettings
+    from calibrl.training.calibrate import run_calibrate
+
+    out = Path(settings.out_dir)
+    config = CalibrateSettings.create(**settings.calibrate.model_dump(),
+                                      data=str(out / "data/rl.parquet"), model=str(model_dir),
+                                      out=str(out / "calibrate"), overwrite=True)
+    summary = run_calibrate(config)
+    Console().print(
+        f"confidence warm-up: {summary['answers']} graded answers to {summary['prompts']} RL "
+        f"prompts (accuracy {summary['accuracy']:.3f}), target {summary['target']}, "
+        f"{summary['steps']} steps of {summary['loss']}; expected confidence on them, right / "
+        f"wrong: {summary['expected_before']['right'] or 0:.2f} / "
+        f"{summary['expected_before']['wrong'] or 0:.2f} -> "
+        f"{summary['expected_after']['right'] or 0:.2f} / "
+        f"{summary['expected_after']['wrong'] or 0:.2f}")
+    return Path(summary["model_dir"])
+
+
 def describe_model(model_dir: Path) -> str:
     """One line: the architecture, its size and its parameter count."""
     from calibrl.models.loading import load_policy
@@ -190,14 +215,15 @@ def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
                      config, out / "probe", trace_engine=engine, overwrite=True)
 
 
-def results_text(before: dict[str, Any], after: dict[str, Any]) -> str:
-    """The before/after table, overall and per difficulty, against the difficulty table and the
+def results_text(before: dict[str, Any], after: dict[str, Any],
+                 calibrated: dict[str, Any] | None = None) -> str:
+    """The stages' table, overall and per difficulty, against the difficulty table and the
     answer likelihood, and how precise each metric is (a bootstrap over the test problems), as
     the console shows it."""
-    from calibrl.demo.report import before_after_rows
+    from calibrl.demo.report import stage_rows
     from calibrl.evaluation.compare import tables_text
 
-    return tables_text(before_after_rows(before, after))
+    return tables_text(stage_rows(before, after, calibrated))
 
 
 def run_demo(settings: DemoSettings | FactsDemoSettings) -> Path:
@@ -224,15 +250,20 @@ def run_demo(settings: DemoSettings | FactsDemoSettings) -> Path:
     sft_model = timed("supervised warm-up", lambda: stage_sft(settings))
     console.print(describe_model(sft_model))
     before = timed("evaluation before RL", lambda: stage_eval(settings, sft_model, "eval-before"))
-    rl_model = timed("two-turn RLCR", lambda: stage_rl(settings, sft_model))
+    rl_start, calibrated = sft_model, None
+    if settings.calibrate is not None and settings.calibrate.steps > 0:
+        rl_start = timed("confidence warm-up", lambda: stage_calibrate(settings, sft_model))
+        calibrated = timed("evaluation after the confidence warm-up",
+                           lambda: stage_eval(settings, rl_start, "eval-calibrated"))
+    rl_model = timed("two-turn RLCR", lambda: stage_rl(settings, rl_start))
     after = timed("evaluation after RL", lambda: stage_eval(settings, rl_model, "eval-after"))
     probe = None if facts else timed("faithfulness probe",
                                      lambda: stage_probe(settings, sft_model))
     console.rule("[bold]results")
-    console.print(results_text(before, after), markup=False, soft_wrap=True)
+    console.print(results_text(before, after, calibrated), markup=False, soft_wrap=True)
     intro = facts_intro(settings, before.get("count")) if facts else None
-    report = write_report(out, before=before, after=after, timings=timings,
-                          probe=probe, settings=settings, intro=intro)
+    report = write_report(out, before=before, after=after, calibrated=calibrated,
+                          timings=timings, probe=probe, settings=settings, intro=intro)
     (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
     console.print(f"total {sum(timings.values()) / 60:.1f} min; report: {report.resolve()}")
     return report

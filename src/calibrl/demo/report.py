@@ -79,25 +79,34 @@ def _probe_section(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def before_after_rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict]:
-    """The two evaluations as rows of `metrics_table` / `group_table`."""
-    return [{**before, "name": "before RL (SFT)", "mode": TWO_TURN.name},
-            {**after, "name": "after two-turn RLCR", "mode": TWO_TURN.name}]
+STAGE_NAMES = {"before": "before RL (SFT)", "calibrated": "after the confidence warm-up",
+               "after": "after two-turn RLCR"}
+
+
+def stage_rows(before: Mapping[str, Any], after: Mapping[str, Any],
+               calibrated: Mapping[str, Any] | None = None) -> list[dict]:
+    """The demo's evaluations, in stage order, as rows of `metrics_table` / `group_table`."""
+    stages = {"before": before, "calibrated": calibrated, "after": after}
+    return [{**metrics, "name": STAGE_NAMES[key], "mode": TWO_TURN.name}
+            for key, metrics in stages.items() if metrics is not None]
 
 
 def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str, Any],
                  timings: Mapping[str, float], probe: Mapping[str, Any] | None,
-                 settings: Any, intro: str | None = None) -> Path:
+                 settings: Any, intro: str | None = None,
+                 calibrated: Mapping[str, Any] | None = None) -> Path:
     """Write `out_dir/report.md` with its PNG figures; returns the report path. `intro`
-    replaces the opening line about Countdown (the facts demo's)."""
-    rows = before_after_rows(before, after)
+    replaces the opening line about Countdown (the facts demo's); `calibrated`: the evaluation
+    after the confidence warm-up, when the recipe has one."""
+    rows = stage_rows(before, after, calibrated)
     parts = [
         "# calibrl demo report\n",
         intro or (f"Tiny Countdown model, {settings.data.numbers[0]}–{settings.data.numbers[1]} "
                   f"numbers in 1..{settings.data.max_number}; evaluation on "
                   f"{before.get('count')} answers ({settings.eval.samples} per held-out "
                   f"problem, temperature {settings.eval.temperature}).\n"),
-        "## Before and after RL\n",
+        "## Before and after RL\n" if calibrated is None else
+        "## Answer warm-up, confidence warm-up, RL\n",
         metrics_table(rows),
     ]
     by_group = group_table(rows)
@@ -113,7 +122,8 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
     intervals = interval_table(rows)
     if intervals is not None:
         parts += ["\n### How precise these numbers are\n", intervals]
-    evals = [out_dir / "eval-before", out_dir / "eval-after"]
+    evals = [out_dir / "eval-before"] + ([out_dir / "eval-calibrated"] if calibrated else []) + [
+        out_dir / "eval-after"]
     reliability = plot_compare(evals, out_dir / "reliability_before_after.png")
     if reliability is not None:
         parts += ["\n![reliability](reliability_before_after.png)\n"]

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field, model_validator
 
 from calibrl.settings.base import Section, Seed
+from calibrl.settings.calibrate import CalibrateSection
 from calibrl.settings.eval import EvalSection
 from calibrl.settings.probe import ProbeSection
 from calibrl.settings.sft import SFTSection
@@ -67,16 +68,20 @@ class TinyModelSection(Section):
 
 class DemoStages(Section):
     """What every demo recipe shares: where it writes, one seed for every stage, the tiny
-    model's shape and the SFT, evaluation and RL stages (each as its own command's section).
-    A recipe adds its `data` (and its other stages, listed in `SEEDED_STAGES`)."""
+    model's shape and the SFT, confidence warm-up, evaluation and RL stages (each as its own
+    command's section). A recipe adds its `data` (and its other stages, listed in
+    `SEEDED_STAGES`)."""
 
-    SEEDED_STAGES: ClassVar[tuple[str, ...]] = ("sft", "eval", "rl")
+    SEEDED_STAGES: ClassVar[tuple[str, ...]] = ("sft", "calibrate", "eval", "rl")
 
     out_dir: str = Field(description="Where the demo writes everything.")
     seed: Seed = Field(description="Seed for data, training and sampling; every stage takes it "
                       "(a stage's own seed key must agree or be left out).")
     model: TinyModelSection = Field(description="The tiny model's shape.")
     sft: SFTSection = Field(description="Supervised warm-up (as `calibrl sft`).")
+    calibrate: CalibrateSection | None = Field(
+        None, description="Confidence warm-up between SFT and RL (as `calibrl calibrate`), on "
+        "the RL prompts; null or steps 0: RL starts from the SFT model.")
     eval: EvalSection = Field(description="Evaluation before and after RL (as `calibrl eval`).")
     rl: TrainSettings = Field(description="The RL stage (as `calibrl train`); model.path, "
                               "data.train_path, logging.output_dir and logging.run_name are "
@@ -89,7 +94,9 @@ class DemoStages(Section):
             return values
         values = dict(values)
         for stage in cls.SEEDED_STAGES:
-            section = values.get(stage, {})
+            if values.get(stage) is None:
+                continue  # an optional stage left out, or the field's own error
+            section = values[stage]
             if isinstance(section, BaseModel):
                 section = section.model_dump()
             if not isinstance(section, dict):
@@ -103,15 +110,19 @@ class DemoStages(Section):
     def _one_question(self) -> DemoStages:
         asked = {self.sft.confidence_question, self.eval.confidence_question,
                  self.rl.rollout.confidence_question}
+        if self.calibrate is not None:
+            asked.add(self.calibrate.confidence_question)
         if len(asked) > 1:
-            raise ValueError("sft, eval and rl.rollout must ask the same confidence_question")
+            raise ValueError("sft, calibrate, eval and rl.rollout must ask the same "
+                             "confidence_question")
         return self
 
 
 class DemoSettings(DemoStages):
-    """data -> SFT -> eval before -> two-turn RLCR -> eval after -> probe -> report."""
+    """data -> SFT -> eval before -> confidence warm-up -> eval -> two-turn RLCR -> eval after
+    -> probe -> report."""
 
-    SEEDED_STAGES: ClassVar[tuple[str, ...]] = ("sft", "eval", "rl", "probe")
+    SEEDED_STAGES: ClassVar[tuple[str, ...]] = ("sft", "calibrate", "eval", "rl", "probe")
 
     data: DemoDataSection = Field(description="Data generation and mixes.")
     probe: ProbeSection = Field(description="Faithfulness probe of the SFT model's greedy "

@@ -1,0 +1,65 @@
+"""`calibrl calibrate`: the confidence warm-up's settings (also a stage of both demos)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from calibrl.settings.base import Seed, shared_field
+from calibrl.settings.sections import ConfidenceSampling
+from calibrl.settings.sft import SFTSection
+
+
+class CalibrateSection(ConfidenceSampling):
+    """Which graded answers the model learns to judge, the target, the loss and the budget."""
+
+    prompts: int = Field(700, gt=0, description="Training prompts answered (the first N of "
+                         "the data file; never the test split).")
+    answers_per_prompt: int = Field(4, ge=1, description="Answers sampled per prompt and "
+                                    "graded by the task's verifier (>= 2 for target=agreement).")
+    temperature: float = Field(1.0, gt=0, allow_inf_nan=False, description="Sampling "
+                               "temperature of the graded answers and of the model's own "
+                               "analyses.")
+    batch_prompts: int = Field(64, gt=0, description="Prompts sampled together.")
+    target: Literal["label", "agreement"] = Field(
+        "label", description="What the stated confidence is trained towards: 'label', the "
+        "answer's grade (1 right, 0 wrong); 'agreement', the share of the prompt's other "
+        "sampled answers that give the same answer (an estimate the model makes of itself, "
+        "no grade needed at inference either way).")
+    loss: Literal["expected_brier", "nearest_value_ce"] = Field(
+        "expected_brier", description="Loss on the stated value: 'expected_brier', the Brier "
+        "score expected under the model's distribution over the value tokens (a proper score "
+        "that concentrates the mass on the value nearest the answer's chance); "
+        "'nearest_value_ce', cross-entropy to the value nearest the target.")
+    steps: int = Field(400, ge=0, description="Optimiser steps (0: skip the stage).")
+    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (constant after warm-up).")
+    warmup_steps: int = Field(20, ge=0, description="Linear warm-up steps.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
+    batch_size: int = Field(32, gt=0, description="Graded confidence conversations per step.")
+    answer_batch_size: int = Field(16, ge=0, description="The model's own correct answers per "
+                                   "step, trained with cross-entropy so that the stage keeps "
+                                   "the answers (0: none).")
+    answer_weight: float = Field(0.1, ge=0, description="Weight of the answers' cross-entropy.")
+    format_weight: float = Field(0.1, ge=0, description="Weight of the cross-entropy on the "
+                                 "rest of the turn-2 text (the model's own analysis, the tags, "
+                                 "the end of turn) and of the value tokens' missing mass, so "
+                                 "that the sampled turn 2 stays well formed.")
+    bf16: bool = shared_field(SFTSection, "bf16")
+    device: Literal["auto", "cpu", "cuda"] = shared_field(SFTSection, "device")
+    seed: Seed = Field(0, description="Seed of sampling and batch order.")
+    log_every: int = Field(20, gt=0, description="Steps between lines of calibrate_log.jsonl.")
+    progress: bool = Field(True, description="Show progress bars.")
+
+
+class CalibrateSettings(CalibrateSection):
+    """A whole `calibrl calibrate` run: the section plus what it reads and writes."""
+
+    data: str = Field(description="Training prompts (parquet in the verl/TinyZero schema, "
+                      "e.g. the RL prompts); the test split must not be here.")
+    model: str = Field(description="The warmed-up model folder (from `calibrl sft`).")
+    out: str = Field(description="Output folder: config, graded answers, log, summary and "
+                     "`model/`.")
+    overwrite: bool = Field(False, description="Replace the run already in OUT (written beside "
+                            "it and swapped in when done).")

@@ -1,0 +1,157 @@
+"""The confidence warm-up's data: the model's own answers to training prompts, graded by the
+task's verifier, each with the turn-2 reply the model will be trained to write about it.
+
+For every prompt the model samples `answers_per_prompt` answers (turn 1 of the two-turn mode)
+and, for each, one turn-2 reply of its own. The trained reply keeps the model's own analysis
+(the text it writes at inference, so training and sampling see the same context) and states the
+target value: `<analysis>own analysis</analysis>\\n<confidence>0.d</confidence>`. The value is
+written as one token after "0." (`ValueTokens`); which digit the reply shows matters only as
+context for the closing tag, the loss on it is the scoring loss on the whole distribution.
+The model reads only the conversation: no grade, no hint is in the context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from calibrl.algo import score_tree
+from calibrl.algo.confidence_loss import agreement, nearest_value_index
+from calibrl.data.example import TaskExample
+from calibrl.errors import UserError
+from calibrl.protocol.completions import answer_part
+from calibrl.protocol.modes import TWO_TURN
+from calibrl.protocol.prompts import confidence_messages
+from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
+from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
+from calibrl.settings.calibrate import CalibrateSection
+from calibrl.tasks import get_task
+from calibrl.training.sft_batch import IGNORE, TokenizedConversation, tokenize_conversation
+
+VALUE_PREFIX = "0."  # the stated value is "0." and one digit: the tenths 0.0 ... 0.9
+_ANALYSIS = re.compile(re.escape(ANALYSIS_OPEN) + r"(.*?)" + re.escape(ANALYSIS_CLOSE), re.S)
+
+
+@dataclass(frozen=True)
+class ValueTokens:
+    """The K token ids that write the stated value after `VALUE_PREFIX`, and their values."""
+
+    ids: tuple[int, ...]
+    values: tuple[float, ...]
+
+    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.tensor(self.ids), torch.tensor(self.values)
+
+
+def value_tokens(tokenizer: Any) -> ValueTokens:
+    """The digits' tokens after `<confidence>0.`; `UserError` if the tokenizer does not write
+    each tenth as that prefix plus exactly one token of its own."""
+    ids = []
+    prefix = tokenizer(CONFIDENCE_OPEN + VALUE_PREFIX, add_special_tokens=False)["input_ids"]
+    for digit in range(10):
+        text = f"{CONFIDENCE_OPEN}{VALUE_PREFIX}{digit}{CONFIDENCE_CLOSE}"
+        full = tokenizer(text, add_special_tokens=False)["input_ids"]
+        closing = tokenizer(CONFIDENCE_CLOSE, add_special_tokens=False)["input_ids"]
+        if (full[:len(prefix)] != prefix
+                or full[len(prefix) + 1:] != closing or len(full) != len(prefix) + 1 + len(closing)):
+            raise UserError(f"the tokenizer does not write {VALUE_PREFIX}{digit} as "
+                            f"'{VALUE_PREFIX}' and one token: the confidence warm-up cannot "
+                            "read its stated value")
+        ids.append(full[len(prefix)])
+    if len(set(ids)) != len(ids):
+        raise UserError("two tenths share a token in this tokenizer")
+    return ValueTokens(tuple(ids), tuple(d / 10 for d in range(10)))
+
+
+@dataclass(frozen=True)
+class GradedAnswer:
+    """One sampled answer, its grade, the model's own turn-2 analysis and the target."""
+
+    index: int  # the problem's TaskExample.index
+    group: str  # the task's difficulty label
+    answer: str
+    correct: bool
+    analysis: str
+    target: float
+
+
+@dataclass(frozen=True)
+class ConfidenceRow:
+    """A turn-2 conversation to train: CE labels on the reply except the value token, which
+    is at `value_pos` (the position whose logits predict it is `value_pos - 1`)."""
+
+    input_ids: list[int]
+    labels: list[int]
+    value_pos: int
+    target: float
+
+
+def own_analysis(text: str) -> str:
+    """The first analysis the model wrote in a turn-2 sample, stripped; "" when it wrote none."""
+    match = _ANALYSIS.search(text or "")
+    return match.group(1).strip() if match else ""
+
+
+def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
+                  config: CalibrateSection, progress: Any = None) -> list[GradedAnswer]:
+    """`answers_per_prompt` graded answers per example with one own turn-2 analysis each,
+    sampled in chunks of `batch_prompts` (seeded by `config.seed` and the chunk)."""
+    rollout = RolloutSettings(num_generations_answer=config.answers_per_prompt,
+                              num_generations_confidence=1, temperature=config.temperature,
+                              top_p=config.top_p, top_k=config.top_k,
+                              max_answer_tokens=config.max_answer_tokens,
+                              max_confidence_tokens=config.max_confidence_tokens,
+                              confidence_question=config.confidence_question)
+    graded: list[GradedAnswer] = []
+    for n, start in enumerate(range(0, len(examples), config.batch_prompts)):
+        chunk = examples[start:start + config.batch_prompts]
+        seed = config.seed * 1_000_003 + n
+        tree = sample_answers(engine, tokenizer, chunk, rollout, TWO_TURN.name, seed)
+        sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
+        score_tree(tree)
+        for prompt in tree.prompts:
+            task = get_task(prompt.data_source)
+            texts = [a.sample.text for a in prompt.answers]
+            keys = [task.extract_answer(answer_part(t)) for t in texts]
+            agrees = agreement([None if k is None else str(k).strip() for k in keys])
+            for answer, agree in zip(prompt.answers, agrees, strict=True):
+                correct = bool(answer.correct)
+                target = float(correct) if config.target == "label" else agree
+                graded.append(GradedAnswer(
+                    prompt.index, task.difficulty(prompt.ground_truth), answer.sample.text,
+                    correct, own_analysis(answer.confidences[0].text), target))
+        if progress is not None:
+            progress(len(chunk))
+    return graded
+
+
+def confidence_row(tokenizer: Any, example: TaskExample, graded: GradedAnswer,
+                   values: ValueTokens, question: str) -> ConfidenceRow:
+    """The turn-2 conversation about `graded`'s answer, labelled as `ConfidenceRow` says."""
+    digit = int(nearest_value_index(torch.tensor(values.values), torch.tensor([graded.target])))
+    head = f"{ANALYSIS_OPEN}{graded.analysis}{ANALYSIS_CLOSE}\n{CONFIDENCE_OPEN}{VALUE_PREFIX}"
+    reply = f"{head}{digit}{CONFIDENCE_CLOSE}"
+    messages = confidence_messages(example.messages, graded.answer, question)
+    messages.append({"role": "assistant", "content": reply})
+    full = tokenize_conversation(tokenizer, messages)
+    up_to_value = tokenize_conversation(tokenizer, messages, reply_prefix=head)
+    value_pos = next(i for i, label in enumerate(up_to_value.labels) if label != IGNORE)
+    if full.input_ids[value_pos] != values.ids[digit]:
+        raise UserError("the chat template does not write the stated value as one token")
+    labels = list(full.labels)
+    labels[value_pos] = IGNORE  # the scoring loss covers it
+    return ConfidenceRow(full.input_ids, labels, value_pos, graded.target)
+
+
+def answer_row(tokenizer: Any, example: TaskExample, graded: GradedAnswer
+               ) -> TokenizedConversation | None:
+    """Turn 1 with the model's own answer as the trained reply; None if the answer is empty."""
+    if not graded.answer.strip():
+        return None
+    messages = [dict(m) for m in example.messages]
+    messages.append({"role": "assistant", "content": graded.answer})
+    return tokenize_conversation(tokenizer, messages)

@@ -1,0 +1,114 @@
+"""The confidence warm-up's losses against slow, obvious loops over rows and value tokens."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from calibrl.algo.confidence_loss import (
+    CONFIDENCE_LOSSES,
+    agreement,
+    expected_brier,
+    expected_value,
+    nearest_value_ce,
+    nearest_value_index,
+    value_mass_nll,
+)
+
+VALUES = torch.tensor([d / 10 for d in range(10)])
+
+
+def _softmax(row: list[float]) -> list[float]:
+    top = max(row)
+    e = [math.exp(x - top) for x in row]
+    return [x / sum(e) for x in e]
+
+
+def _brier_loop(logits, values, targets):
+    out = []
+    for row, y in zip(logits.tolist(), targets.tolist(), strict=True):
+        p = _softmax(row)
+        out.append(sum(pk * (v - y) ** 2 for pk, v in zip(p, values.tolist(), strict=True)))
+    return out
+
+
+def _nearest_loop(values, y):
+    best = 0
+    for k, v in enumerate(values.tolist()):
+        if abs(v - y) < abs(values[best].item() - y):
+            best = k
+    return best
+
+
+@pytest.fixture
+def batch():
+    torch.manual_seed(0)
+    logits = torch.randn(7, 10) * 3
+    targets = torch.tensor([0.0, 1.0, 1.0, 0.0, 0.25, 0.66, 0.05])
+    return logits, targets
+
+
+def test_expected_brier_equals_the_loop(batch):
+    logits, targets = batch
+    got = expected_brier(logits, VALUES, targets)
+    assert got.shape == (7,)
+    assert got.tolist() == pytest.approx(_brier_loop(logits, VALUES, targets), abs=1e-6)
+
+
+def test_expected_brier_is_least_with_all_mass_on_the_value_nearest_the_chance():
+    # A row right with chance q: the expected loss over outcomes is linear in p, least at the
+    # value nearest q: the stated value is sharp and calibrated.
+    q = 0.7
+    losses = []
+    for k in range(10):
+        logits = torch.full((2, 10), -30.0)
+        logits[:, k] = 30.0
+        pair = expected_brier(logits, VALUES, torch.tensor([1.0, 0.0]))
+        losses.append(float(q * pair[0] + (1 - q) * pair[1]))
+    assert min(range(10), key=losses.__getitem__) == 7
+
+
+def test_nearest_value_ce_equals_the_loop(batch):
+    logits, targets = batch
+    got = nearest_value_ce(logits, VALUES, targets)
+    for b, y in enumerate(targets.tolist()):
+        k = _nearest_loop(VALUES, y)
+        assert nearest_value_index(VALUES, targets)[b] == k
+        assert got[b].item() == pytest.approx(-math.log(_softmax(logits[b].tolist())[k]),
+                                              abs=1e-5)
+
+
+def test_value_mass_nll_and_expected_value_equal_the_loops():
+    torch.manual_seed(1)
+    logits = torch.randn(4, 30)
+    ids = torch.tensor([3, 7, 11, 29])
+    vals = torch.tensor([0.0, 0.3, 0.6, 0.9])
+    for b in range(4):
+        p = _softmax(logits[b].tolist())
+        assert value_mass_nll(logits, ids)[b].item() == pytest.approx(
+            -math.log(sum(p[i] for i in ids.tolist())), abs=1e-5)
+        q = _softmax(logits[b, ids].tolist())
+        assert expected_value(logits[:, ids], vals)[b].item() == pytest.approx(
+            sum(qk * v for qk, v in zip(q, vals.tolist(), strict=True)), abs=1e-6)
+    assert bool((value_mass_nll(logits, torch.arange(30)).abs() < 1e-5).all())
+
+
+def test_losses_have_gradients_and_stay_finite_on_extreme_logits():
+    logits = torch.tensor([[1e4] + [-1e4] * 9, [float("-inf")] * 9 + [0.0]], requires_grad=True)
+    for name, loss in CONFIDENCE_LOSSES.items():
+        value = loss(logits, VALUES, torch.tensor([0.0, 1.0])).sum()
+        value.backward()
+        assert math.isfinite(value.item()), name
+        assert bool(torch.isfinite(logits.grad).all()), name
+        logits.grad = None
+
+
+def test_agreement_counts_the_other_answers_only():
+    assert agreement(["a", "a", "b", None]) == [1 / 3, 1 / 3, 0.0, 0.0]
+    assert agreement([None, None]) == [0.0, 0.0]  # no answer agrees with nothing
+    assert agreement(["x"]) == [0.0]
+    keys = ["1", "2", "1", "1", "3", "2"]
+    slow = [sum(keys[j] == keys[i] for j in range(6) if j != i) / 5 for i in range(6)]
+    assert agreement(keys) == slow

@@ -1,0 +1,170 @@
+"""The confidence warm-up (`calibrl calibrate`): its rows say what inference sees, its loop
+teaches the stated value to tell right answers from wrong ones, and a run writes its folder."""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from calibrl.cli.main import _register, app
+from calibrl.errors import UserError
+from calibrl.models import build_tiny_model, build_tokenizer, create_tiny_model
+from calibrl.protocol.prompts import confidence_messages
+from calibrl.rollout.rollouts import encode_messages
+from calibrl.settings.calibrate import CalibrateSettings
+from calibrl.tasks import get_task
+from calibrl.tasks.countdown.data import examples_from_instances
+from calibrl.tasks.countdown.generate import generate_countdown
+from calibrl.tasks.files import write_examples
+from calibrl.training.calibrate import (
+    _Rows,
+    expected_confidences,
+    mean_by_grade,
+    run_calibrate,
+    train_calibration,
+)
+from calibrl.training.calibrate_data import (
+    GradedAnswer,
+    confidence_row,
+    own_analysis,
+    value_tokens,
+)
+from calibrl.training.sft_batch import IGNORE
+
+SMALL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "max_position_embeddings": 512}
+Q = "How likely is it that your answer is correct?"
+
+
+@functools.cache
+def examples():
+    train, _ = generate_countdown(40, num_numbers=(2, 3), max_number=20, seed=3, test_size=1)
+    return examples_from_instances(train, "train")
+
+
+def config(tmp_path: Path, **changes) -> CalibrateSettings:
+    values = {"data": "unused", "model": "unused", "out": str(tmp_path / "out"), "steps": 60,
+              "lr": 3e-3, "warmup_steps": 0, "batch_size": 16, "answer_batch_size": 4,
+              "progress": False, "bf16": False, "device": "cpu", "confidence_question": Q,
+              "log_every": 10}
+    return CalibrateSettings.create(**{**values, **changes})
+
+
+def graded_pairs() -> list[GradedAnswer]:
+    """Each problem with its reference answer (right, target 1) and a wrong one (target 0)."""
+    task, rng, out = get_task("countdown"), random.Random(0), []
+    for ex in examples():
+        right, wrong = task.reference_trace(ex), task.wrong_trace(ex, rng)
+        out.append(GradedAnswer(ex.index, task.difficulty(ex.ground_truth), right, True,
+                                "I checked each step.", 1.0))
+        out.append(GradedAnswer(ex.index, task.difficulty(ex.ground_truth), wrong, False,
+                                "", 0.0))
+    return out
+
+
+def test_value_tokens_are_the_ten_digits_after_zero_point():
+    tokenizer = build_tokenizer()
+    values = value_tokens(tokenizer)
+    assert [tokenizer.decode([i]) for i in values.ids] == [str(d) for d in range(10)]
+    assert values.values == tuple(d / 10 for d in range(10))
+
+
+def test_a_tokenizer_that_merges_the_value_is_refused():
+    class Merging:
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [len(text)]}  # one token per text, whatever it is
+
+    with pytest.raises(UserError, match="one token"):
+        value_tokens(Merging())
+
+
+def test_own_analysis_reads_the_first_block_or_nothing():
+    assert own_analysis("<analysis> a b </analysis>\n<confidence>0.3</confidence>") == "a b"
+    assert own_analysis("<confidence>0.3</confidence>") == ""
+    assert own_analysis("\x00<analysis>x") == "" and own_analysis(None) == ""
+
+
+def test_a_row_is_the_inference_context_then_the_reply_with_the_value_left_to_the_score():
+    tokenizer = build_tokenizer()
+    values = value_tokens(tokenizer)
+    ex, graded = examples()[0], graded_pairs()[0]
+    row = confidence_row(tokenizer, ex, graded, values, Q)
+    context = encode_messages(tokenizer, confidence_messages(ex.messages, graded.answer, Q))
+    assert row.input_ids[:len(context)] == context  # what the engine sees at turn 2
+    assert all(label == IGNORE for label in row.labels[:len(context)])
+    reply = tokenizer.decode(row.input_ids[len(context):])
+    assert reply.startswith("<analysis>I checked each step.</analysis>\n<confidence>0.9")
+    assert row.input_ids[row.value_pos] == values.ids[9]  # target 1 -> the nearest tenth, 0.9
+    assert row.labels[row.value_pos] == IGNORE  # the scoring loss, not CE, trains it
+    trained = [i for i, label in enumerate(row.labels) if label != IGNORE]
+    assert trained[0] == len(context) and trained[-1] == len(row.input_ids) - 1
+    assert row.input_ids[-1] == tokenizer.eos_token_id
+
+
+@pytest.mark.parametrize("grade", [True, False])
+def test_training_moves_the_stated_value_towards_the_target(tmp_path, grade):
+    tokenizer = build_tokenizer(model_max_length=512)
+    model = build_tiny_model(tokenizer, seed=0, hidden_size=32, num_layers=1, num_heads=2)
+    values = value_tokens(tokenizer)
+    cfg = config(tmp_path, steps=15, batch_size=8, answer_batch_size=2, lr=1e-2)
+    graded = [g for g in graded_pairs() if g.correct == grade][:10]
+    rows = _Rows(tokenizer, {ex.index: ex for ex in examples()}, graded, values, cfg)
+    assert len(rows.answers) == (10 if grade else 0)  # only right answers are imitated
+    pad = tokenizer.pad_token_id
+    before = expected_confidences(model.eval(), rows.confidence, values, pad)
+    with (tmp_path / "log.jsonl").open("w") as log:
+        trained, final = train_calibration(model, tokenizer, rows, values, cfg, log)
+    after = expected_confidences(trained, rows.confidence, values, pad)
+    shift = (sum(after) - sum(before)) / len(after)
+    assert (shift > 0.2) if grade else (shift < -0.2)
+    logged = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged] == [10]
+    # A uniform distribution over the tenths scores 0.385 against 1 and 0.285 against 0.
+    assert final["score"] < (0.385 if grade else 0.285)
+    assert (final["answer_ce"] > 0) == grade
+
+
+def test_mean_by_grade_splits_scores():
+    assert mean_by_grade([0.2, 0.8, 0.6], [False, True, True]) == {"right": 0.7, "wrong": 0.2}
+    assert mean_by_grade([0.5], [True]) == {"right": 0.5, "wrong": None}
+
+
+@pytest.fixture(scope="module")
+def data_and_model(tmp_path_factory):
+    root = tmp_path_factory.mktemp("calibrate")
+    write_examples(root / "train.parquet", examples())
+    model = create_tiny_model(root / "model", seed=0, **SMALL)
+    return root / "train.parquet", model
+
+
+def test_a_run_grades_trains_and_writes_its_folder(tmp_path, data_and_model):
+    data, model = data_and_model
+    cfg = config(tmp_path, data=str(data), model=str(model), prompts=6, answers_per_prompt=2,
+                 steps=3, max_answer_tokens=16, max_confidence_tokens=12, target="agreement")
+    summary = run_calibrate(cfg)
+    out = Path(cfg.out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["calibrate_config.json", "graded.jsonl", "calibrate_log.jsonl", "summary.json", "model"])
+    graded = [json.loads(line) for line in (out / "graded.jsonl").read_text().splitlines()]
+    assert len(graded) == 12 == summary["answers"]
+    assert {g["index"] for g in graded} == {ex.index for ex in examples()[:6]}
+    assert all(g["target"] in (0.0, 1.0) for g in graded)  # agreement with the one other answer
+    assert json.loads((out / "calibrate_config.json").read_text())["target"] == "agreement"
+    with pytest.raises(UserError, match="--overwrite"):
+        run_calibrate(cfg)
+    run_calibrate(cfg.model_copy(update={"overwrite": True}))
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, data_and_model):
+    _register()
+    _, model = data_and_model
+    result = CliRunner().invoke(app, ["calibrate", "--data", str(tmp_path / "none.parquet"),
+                                      "--model", str(model), "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0 and "no such file" in str(result.exception or result.output)
+    result = CliRunner().invoke(app, ["calibrate", "--data", "x", "--model", "m", "--out", "o",
+                                      "target=guess"])
+    assert result.exit_code != 0

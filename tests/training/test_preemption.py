@@ -165,3 +165,42 @@ def test_stopped_names_the_checkpoint_and_the_exit_code():
 
 def test_one_process_agrees_with_itself():
     assert stop_agreed(ONE, True) is True and stop_agreed(ONE, False) is False
+
+
+def _replacing_run(tmp_path):
+    """A folder holding a run, opened to be replaced (`--overwrite`): the new run is staged."""
+    from calibrl.training.run_setup import open_checkpointed_run
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run/config.yaml").write_text("old\n")
+    run, _ = open_checkpointed_run(tmp_path / "run", resume=None, overwrite=True,
+                                   markers=("config.yaml",))
+    assert run.staged
+    run.work.mkdir()
+    (run.work / "config.yaml").write_text("new\n")
+    (run.work / "checkpoint-000003").mkdir()
+    return run
+
+
+def test_a_stopped_replacing_run_takes_the_old_ones_place(tmp_path):
+    from calibrl.training.run_setup import closing_run
+
+    run = _replacing_run(tmp_path)
+    with pytest.raises(Stopped) as caught:
+        with closing_run(run):
+            raise Stopped("SIGTERM", 3)
+    assert (tmp_path / "run/config.yaml").read_text() == "new\n"
+    assert (tmp_path / "run/checkpoint-000003").is_dir()  # where --resume looks
+    assert f"checkpoint {tmp_path / 'run'}/checkpoint-000003 holds it" in str(caught.value)
+    assert run.lock is None and not run.work.exists()
+
+
+def test_a_failed_replacing_run_leaves_the_old_one(tmp_path):
+    from calibrl.training.run_setup import closing_run
+
+    run = _replacing_run(tmp_path)
+    with pytest.raises(OSError):
+        with closing_run(run):
+            raise OSError(28, "No space left on device")
+    assert (tmp_path / "run/config.yaml").read_text() == "old\n"
+    assert run.lock is None and not run.work.exists()

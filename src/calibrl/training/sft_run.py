@@ -78,10 +78,11 @@ def run_sft(config: SFTSettings) -> tuple[SFTResult, dict]:
     run summary."""
     problems, held_out, excluded = load_problems(config)
     # accelerate's launcher numbers the processes; only the first locks and cleans the folder.
+    main = int(os.environ.get("RANK", "0")) == 0
     run, ckpt = open_checkpointed_run(
         Path(config.out), resume="auto" if config.resume else None, overwrite=config.overwrite,
-        markers=RUN_FILES, main=int(os.environ.get("RANK", "0")) == 0, keep=_not_the_runs)
-    with closing_run(run, main=int(os.environ.get("RANK", "0")) == 0):
+        markers=RUN_FILES, main=main, keep=_not_the_runs)
+    with closing_run(run, main=main):
         if config.threads is not None:
             torch.set_num_threads(config.threads)
         model, tokenizer = load_model(config.model, config.seed)

@@ -44,10 +44,11 @@ def test_toy_demo_end_to_end(tmp_path: Path):
     report = run_demo(load_demo_settings(overrides=[*TOY, f"out_dir={tmp_path}"]))
     text = report.read_text()
     assert "before RL (SFT)" in text and "after two-turn RLCR" in text
-    assert "after the confidence warm-up" in text
+    assert "after the confidence warm-up" in text and "readout of the state" in text
     for name in ("eval-before", "eval-calibrated", "eval-after"):
         metrics = json.loads((tmp_path / name / "metrics.json").read_text())
         assert metrics["count"] == 8 and metrics["mode"] == "two_turn"
+        assert "readout" in metrics["baselines"]
         assert (tmp_path / name / "predictions.jsonl").read_text().count("\n") == 8
     assert (tmp_path / "sft/model/config.json").is_file()
     assert (tmp_path / "calibrate/model/config.json").is_file()

@@ -38,6 +38,7 @@ from calibrl.evaluation.metrics import (
     expected_calibration_error,
     natural_key,
 )
+from calibrl.evaluation.readout import READOUT_FIT
 
 TABLE_FOLDS = 5
 TABLE_FIT = (f"cross-fitted: each answer gets its difficulty group's accuracy on the other "
@@ -103,13 +104,15 @@ def answer_likelihood(logprobs: Sequence[float] | None) -> float | None:
 
 
 def baseline_metrics(correct: Any, groups: Sequence[Any], clusters: Sequence[Any],
-                     likelihoods: Sequence[float | None], n_bins: int = DEFAULT_N_BINS
-                     ) -> dict[str, Any]:
+                     likelihoods: Sequence[float | None], n_bins: int = DEFAULT_N_BINS,
+                     readouts: Sequence[float | None] | None = None) -> dict[str, Any]:
     """The "baselines" block of metrics.json.
 
     Returns {"difficulty_table": {"fit", "ece", "brier", "auroc", "aurc"},
              "answer_likelihood": {"auroc", "within_group_auroc", "by_group": {label: auroc}}
-             or None when some answer has no likelihood}.
+             or None when some answer has no likelihood,
+             "readout": {"fit", "ece", "brier", "auroc", "within_group_auroc", "aurc",
+             "by_group"} or None when some answer has no readout (`calibrl.evaluation.readout`)}.
     """
     _, corr = check_arrays(np.zeros(len(correct)), correct)
     table = difficulty_table_confidences(corr, groups, clusters)
@@ -122,4 +125,12 @@ def baseline_metrics(correct: Any, groups: Sequence[Any], clusters: Sequence[Any
         mean, per_group = within_group_auroc(scores, corr, groups)
         out["answer_likelihood"] = {"auroc": auroc(scores, corr), "within_group_auroc": mean,
                                     "by_group": per_group}
+    out["readout"] = None
+    if readouts and all(v is not None for v in readouts):
+        probs = np.asarray(readouts, dtype=np.float64)
+        mean, per_group = within_group_auroc(probs, corr, groups)
+        out["readout"] = {"fit": READOUT_FIT, "ece": expected_calibration_error(probs, corr, n_bins),
+                          "brier": brier_score(probs, corr), "auroc": auroc(probs, corr),
+                          "within_group_auroc": mean, "aurc": aurc(probs, corr),
+                          "by_group": per_group}
     return out

@@ -121,6 +121,9 @@ def baseline_table(rows: Sequence[dict[str, Any]]) -> str | None:
             continue
         table_rows.append(((r["name"], "stated confidence"), r))
         table_rows.append(((r["name"], "difficulty table"), baselines["difficulty_table"]))
+        if baselines.get("readout"):
+            table_rows.append(((r["name"], "readout of the state (not stated)"),
+                               baselines["readout"]))
         if baselines.get("answer_likelihood"):
             table_rows.append(((r["name"], "answer likelihood (not stated)"),
                                baselines["answer_likelihood"]))
@@ -128,6 +131,9 @@ def baseline_table(rows: Sequence[dict[str, Any]]) -> str | None:
         return None
     fits = {r["baselines"]["difficulty_table"].get("fit") for r in rows if r.get("baselines")}
     note = "".join(f"Difficulty table: {fit}.\n" for fit in sorted(f for f in fits if f))
+    readouts = {(r["baselines"].get("readout") or {}).get("fit") for r in rows
+                if r.get("baselines")}
+    note += "".join(f"Readout: {fit}.\n" for fit in sorted(f for f in readouts if f))
     return (note + "Answer likelihood: exp(mean token log-prob) of the sampled answer; a "
             "ranking score only, never shown to the model.\n\n"
             + _table(["run", "confidence"], BASELINE_COLUMNS, table_rows))

@@ -63,6 +63,8 @@ class EvalRecord:
             it (`calibrl.evaluation.baselines`); None when not recorded.
         extra_scores: the task's scores beside right/wrong (`Task.extra_scores`, e.g. token F1),
             averaged by `mean_extra_scores`; None or {} when the task has none.
+        readout: the out-of-fold probe of the model's state at `<confidence>`
+            (`calibrl.evaluation.readout`); None when not computed.
     """
 
     correct: bool
@@ -73,6 +75,7 @@ class EvalRecord:
     group: str | None = None
     answer_likelihood: float | None = None
     extra_scores: Mapping[str, float] | None = None
+    readout: float | None = None
 
 
 @dataclass(frozen=True)

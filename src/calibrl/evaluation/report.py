@@ -139,7 +139,8 @@ def write_evaluation(
         metrics["within_group_auroc"] = within_group_auroc(conf, correct, groups)[0]
         metrics["baselines"] = baseline_metrics(
             correct, groups, clusters if clusters is not None else range(len(records)),
-            [_likelihood(r) for r in records], n_bins)
+            [_likelihood(r) for r in records], n_bins,
+            [_field_or_none(r, "readout") for r in records])
     if clusters is not None and bootstrap > 0:
         intervals = bootstrap_intervals(conf, correct, clusters, groups=groups, draws=bootstrap,
                                         n_bins=n_bins)
@@ -158,6 +159,10 @@ def write_evaluation(
     save_risk_coverage(run_dir, curve)
     save_metrics(run_dir, metrics, name=name, mode=mode)
     return {"name": name, "mode": mode, **metrics}
+
+
+def _field_or_none(record: Any, key: str) -> Any:
+    return record.get(key) if isinstance(record, Mapping) else getattr(record, key, None)
 
 
 def _likelihood(record: Any) -> float | None:

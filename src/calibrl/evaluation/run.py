@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from calibrl.algo import score_tree
@@ -27,6 +28,7 @@ from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.evaluation.baselines import answer_likelihood
 from calibrl.evaluation.metrics import EvalRecord
+from calibrl.evaluation.readout import last_states, out_of_fold_readout, state_position
 from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import ModeSpec, get_mode
@@ -78,7 +80,19 @@ def records_from_rows(rows: Sequence[dict[str, Any]]) -> list[EvalRecord]:
     """The metrics' view of prediction rows (`evaluate_examples`)."""
     return [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
                        r["conf_len"], r["group"], r.get("answer_likelihood"),
-                       r.get("extra_scores")) for r in rows]
+                       r.get("extra_scores"), r.get("readout")) for r in rows]
+
+
+def _state_inputs(tokenizer: Any, tree: RolloutTree) -> list[list[int]]:
+    """Per answer, in `_records` order: its turn-2 context and first confidence sample up to
+    `<confidence>` (`readout.state_position`)."""
+    sequences = []
+    for prompt in tree.prompts:
+        for answer in prompt.answers:
+            sample = answer.confidences[0]
+            keep = state_position(tokenizer, sample.token_ids)
+            sequences.append(list(sample.context_ids) + list(sample.token_ids[:keep]))
+    return sequences
 
 
 def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],
@@ -96,6 +110,7 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
                               confidence_question=settings.confidence_question,
                               max_prompt_tokens=max_prompt_tokens, chat_template=chat_template)
     rows: list[dict[str, Any]] = []
+    states: list[np.ndarray] = []
     chunks = range(0, len(examples), settings.batch_prompts)
     for n, start in enumerate(tqdm(chunks, desc=f"eval {settings.mode}", disable=not progress)):
         chunk = examples[start:start + settings.batch_prompts]
@@ -104,6 +119,13 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
         if tree.spec.has_confidence_turn:
             sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
         rows += _records(score_tree(tree))
+        if settings.readout and tree.spec.has_confidence_turn:
+            states.append(last_states(model, _state_inputs(tokenizer, tree)))
+    if states and rows:
+        readout = out_of_fold_readout(np.concatenate(states), [r["correct"] for r in rows],
+                                      [r["index"] for r in rows])
+        for row, score in zip(rows, readout, strict=True):
+            row["readout"] = float(score)
     return rows
 
 

@@ -27,6 +27,10 @@ class EvalSection(ConfidenceSampling):
                            "problems (all answers of a problem drawn together): the standard "
                            "error and 95 % interval of accuracy, ECE, Brier, AUROC and AURC, "
                            "printed and saved in metrics.json as 'bootstrap'; 0: none.")
+    readout: bool = Field(True, description="In the two-turn mode, also score the readout "
+                          "reference: an out-of-fold logistic regression on the model's last "
+                          "hidden state at <confidence> (what the stated confidence could "
+                          "read), beside the difficulty table and the answer likelihood.")
 
     _known_mode = field_validator("mode")(known_mode)
 

@@ -28,9 +28,10 @@ class Stopped(BaseException):
         super().__init__(signal_name, step)
         self.signal_name, self.step, self.quiet = signal_name, step, quiet
         self.folder: str | None = None  # the run folder, once the run's owner knows it
+        self.advice = "continue with --resume"  # a command with no --resume says what instead
 
     def __str__(self) -> str:
         name = f"checkpoint-{self.step:06d}"
         where = f"{self.folder}/{name}" if self.folder else name
         return (f"stopped by {self.signal_name} after step {self.step}; checkpoint {where} "
-                f"holds it: continue with --resume (exit code {self.exit_code})")
+                f"holds it: {self.advice} (exit code {self.exit_code})")

@@ -4,9 +4,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
+from calibrl.demo import pipeline
 from calibrl.demo.pipeline import load_demo_settings, run_demo, stage_data_and_rewards
+from calibrl.errors import Stopped
 from calibrl.tasks.files import load_examples
 from calibrl.tasks.mix import difficulty_of
 
@@ -64,3 +67,14 @@ def test_toy_demo_end_to_end(tmp_path: Path):
     for image in [line.split("(")[1].rstrip(")") for line in text.splitlines()
                   if line.startswith("![")]:
         assert (tmp_path / image).is_file(), image
+
+
+def test_a_demo_stopped_by_a_signal_says_to_run_it_again(tmp_path: Path, monkeypatch):
+    def stopped(settings):
+        raise Stopped("SIGTERM", 3)
+
+    monkeypatch.setattr(pipeline, "stage_sft", stopped)
+    with pytest.raises(Stopped) as info:
+        run_demo(load_demo_settings(overrides=[*TOY, f"out_dir={tmp_path}"]))
+    assert "run it again" in str(info.value) and "--resume" in str(info.value)
+    assert info.value.exit_code == 75

@@ -34,13 +34,14 @@ from calibrl.demo.facts import (
     stage_facts_data,
 )
 from calibrl.demo.tables import reward_table
-from calibrl.errors import UserError
+from calibrl.errors import Stopped, UserError
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.settings import DemoSettings, load_settings, updated
 from calibrl.settings.loader import read_yaml
 from calibrl.tasks import get_task
 from calibrl.tasks.files import write_splits
 from calibrl.tasks.mix import mix_by_difficulty, resample_by_difficulty
+from calibrl.utils.atomic import atomic_write_text
 
 # The demo's task; everything task-specific below goes through its `Task` interface.
 DEMO_TASK = "countdown"
@@ -239,7 +240,11 @@ def run_demo(settings: DemoSettings | FactsDemoSettings) -> Path:
     def timed(name: str, fn: Callable[[], Any]) -> Any:
         console.rule(f"[bold]{name}")
         start = time.perf_counter()
-        value = fn()
+        try:
+            value = fn()
+        except Stopped as stop:
+            stop.advice = "the demo has no --resume: run it again to start over"
+            raise
         timings[name] = time.perf_counter() - start
         console.print(f"{name}: {timings[name]:.0f} s")
         return value
@@ -264,7 +269,7 @@ def run_demo(settings: DemoSettings | FactsDemoSettings) -> Path:
     intro = facts_intro(settings, before.get("count")) if facts else None
     report = write_report(out, before=before, after=after, calibrated=calibrated,
                           timings=timings, probe=probe, settings=settings, intro=intro)
-    (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
+    atomic_write_text(out / "timings.json", json.dumps(timings, indent=2) + "\n")
     console.print(f"total {sum(timings.values()) / 60:.1f} min; report: {report.resolve()}")
     return report
 

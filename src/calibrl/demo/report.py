@@ -19,6 +19,7 @@ from calibrl.evaluation.compare import (
 )
 from calibrl.probe.summary import ends_lines
 from calibrl.protocol.modes import TWO_TURN
+from calibrl.utils.atomic import atomic_write_text
 
 CURVES = (
     ("answer/reward_mean", "answer reward (accuracy)"),
@@ -143,5 +144,5 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
             parts.append(f"\n![{png.stem}]({png.relative_to(out_dir)})\n")
     parts += ["\n## Time per stage\n", _timings_table(timings)]
     report = out_dir / "report.md"
-    report.write_text("\n".join(parts))
+    atomic_write_text(report, "\n".join(parts))
     return report

@@ -5,6 +5,7 @@ runs and writes the report."""
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from calibrl.tasks.files import load_examples
 from calibrl.tasks.mix import difficulty_of
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs/demo_facts.yaml"
-SMALL_WORLD = ["data.n_facts=96", "data.test_size=24"]
+SMALL_WORLD = ["data.n_facts=128", "data.test_size=32"]
 QUIET = Console(file=open("/dev/null", "w"))  # noqa: SIM115
 
 
@@ -42,8 +43,8 @@ def test_every_facts_demo_setting_has_help_text():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["data.exposure=[0, 0, 0]"], "shows no group"),
-    (["data.exposure=[1, -1, 0]"], "must be >= 0"),
+    (["data.exposure=[0, 0, 0, 0]"], "shows no group"),
+    (["data.exposure=[1, -1, 0, 0]"], "must be >= 0"),
     (["data.exposure=[1, 1]"], "one count per group"),
     (["data.groups=[a, a, b]"], "distinct names"),
     (["data.test_size=960"], "must be below n_facts"),
@@ -69,22 +70,36 @@ def test_exposure_rows_repeat_each_row_by_its_group():
     assert rows != exposure_rows(train + test, copies, seed=2)  # shuffled by the seed
 
 
+def test_a_fractional_exposure_shows_that_share_of_the_facts_once_more():
+    train, test = get_task("short_answer").generate(400, seed=0, test_size=0, style="compact",
+                                                    groups=("half",))
+    rows = exposure_rows(train, {"half": 1.5}, seed=3)
+    shown = Counter(e.ground_truth["question"] for e in rows)
+    assert set(shown.values()) == {1, 2} and len(shown) == 400  # every fact once or twice
+    assert 0.4 < sum(v == 2 for v in shown.values()) / 400 < 0.6
+    assert rows == exposure_rows(train, {"half": 1.5}, seed=3)
+    half_of_a_part = exposure_rows(train[:100], {"half": 1.5}, seed=3)
+    assert Counter(e.ground_truth["question"] for e in half_of_a_part) == Counter(
+        {q: n for q, n in shown.items() if q in {e.ground_truth["question"] for e in train[:100]}})
+
+
 def test_the_data_stage_shows_the_warm_up_what_it_should(tmp_path):
     settings = load_demo_settings(RECIPE, [*SMALL_WORLD, f"out_dir={tmp_path}"])
     kinds = stage_facts_data(settings, QUIET)
     data = {name: load_examples(tmp_path / f"data/{name}.parquet")
             for name in ("train", "test", "rl", "sft")}
-    assert len(data["test"]) == 24 and len(data["train"]) == 72
+    assert len(data["test"]) == 32 and len(data["train"]) == 96
     exposure = settings.data.copies
     shown = Counter(e.ground_truth["question"] for e in data["sft"])
     for example in data["train"] + data["test"]:
-        assert shown[example.ground_truth["question"]] == exposure[difficulty_of(example)]
-    assert Counter(difficulty_of(e) for e in data["test"]) == dict.fromkeys(exposure, 8)
+        copies = exposure[difficulty_of(example)]
+        assert shown[example.ground_truth["question"]] in (math.floor(copies), math.ceil(copies))
+    assert Counter(difficulty_of(e) for e in data["test"]) == dict.fromkeys(exposure, 8)  # 2 countries each
     rl_questions = {e.ground_truth["question"] for e in data["rl"]}
     assert rl_questions == {e.ground_truth["question"] for e in data["train"]}
     assert not ({_country(q) for q in rl_questions}
                 & {_country(e.ground_truth["question"]) for e in data["test"]})
-    assert kinds["reference"][1.0] == 24 and kinds["no answer tag"][0] == 24
+    assert kinds["reference"][1.0] == 32 and kinds["no answer tag"][0] == 32
     assert kinds["another answer"][0.1] >= 16
 
 

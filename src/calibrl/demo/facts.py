@@ -15,6 +15,7 @@ probe (an answer here has no chain of thought to cut).
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -47,9 +48,12 @@ class FactsDataSection(Section):
                            "4 keeps every test country out of the RL prompts).")
     groups: tuple[str, ...] = Field(description="The exposure groups of countries: equal "
                                     "shares, interleaved in this order.")
-    exposure: tuple[int, ...] = Field(description="Per group (in the order of `groups`): how "
-                                      "many times each of its facts is in one pass of the "
-                                      "warm-up's data; 0: never shown.")
+    exposure: tuple[float, ...] = Field(description="Per group (in the order of `groups`): how "
+                                        "many times each of its facts is in one pass of the "
+                                        "warm-up's data; 0: never shown. A fraction f adds one "
+                                        "more copy to a share f of the group's facts (drawn "
+                                        "per fact, seeded): 0.5 shows half of them once and "
+                                        "never the other half, a group the warm-up half knows.")
     values_per_attribute: int = Field(ge=2, description="Made-up names each attribute's values "
                                       "are drawn from (a guess is right about once in this "
                                       "many).")
@@ -63,7 +67,7 @@ class FactsDataSection(Section):
         if len(self.exposure) != len(self.groups):
             raise ValueError(f"exposure needs one count per group ({len(self.groups)}), got "
                              f"{len(self.exposure)}")
-        if any(copies < 0 for copies in self.exposure):
+        if any(not copies >= 0 for copies in self.exposure):  # also NaN
             raise ValueError(f"exposure counts must be >= 0, got {list(self.exposure)}")
         if not any(self.exposure):
             raise ValueError("exposure shows no group to the warm-up (every count is 0)")
@@ -73,8 +77,9 @@ class FactsDataSection(Section):
         return self
 
     @property
-    def copies(self) -> dict[str, int]:
-        """`{group: exposure}`: each group's facts' copies in one pass of the warm-up's data."""
+    def copies(self) -> dict[str, float]:
+        """`{group: exposure}`: each group's facts' copies in one pass of the warm-up's data
+        (a fraction: the share of its facts shown one more time)."""
         return dict(zip(self.groups, self.exposure, strict=True))
 
 
@@ -91,12 +96,21 @@ def is_facts_recipe(tree: Mapping[str, Any]) -> bool:
     return tree.get("recipe") == FACTS_RECIPE
 
 
-def exposure_rows(examples: Sequence[TaskExample], copies: Mapping[str, int],
+def fact_copies(example: TaskExample, exposure: float, seed: int) -> int:
+    """How many times `example` is in one pass: the whole part of `exposure`, plus one with
+    probability its fraction (drawn from the seed and the question, so a fact keeps its draw
+    whatever else the world holds)."""
+    whole = math.floor(exposure)
+    extra = random.Random(f"{seed}|{example.ground_truth['question']}").random() < exposure - whole
+    return whole + int(extra)
+
+
+def exposure_rows(examples: Sequence[TaskExample], copies: Mapping[str, float],
                   seed: int = 0) -> list[TaskExample]:
-    """Each example `copies[its difficulty]` times (a group missing from `copies`: 0), the
-    whole list shuffled with `seed`: the warm-up's rows."""
+    """Each example `fact_copies` times for its difficulty's exposure (a group missing from
+    `copies`: 0), the whole list shuffled with `seed`: the warm-up's rows."""
     rows = [example for example in examples
-            for _ in range(copies.get(difficulty_of(example), 0))]
+            for _ in range(fact_copies(example, copies.get(difficulty_of(example), 0), seed))]
     random.Random(seed).shuffle(rows)
     return rows
 
@@ -136,7 +150,7 @@ def stage_facts_data(settings: FactsDemoSettings, console: Console) -> dict[str,
         table.add_column(column, justify="left" if column == "group" else "right")
     counts = [Counter(difficulty_of(e) for e in rows) for rows in (test, rl_rows, sft_rows)]
     for group in groups:
-        table.add_row(group, str(data.copies[group]), *(str(c[group]) for c in counts))
+        table.add_row(group, f"{data.copies[group]:g}", *(str(c[group]) for c in counts))
     console.print(table)
     kinds = reward_check(test, seed=settings.seed)
     console.print(reward_table("Short-answer reward on the test split", kinds, "no answer"))
@@ -146,7 +160,7 @@ def stage_facts_data(settings: FactsDemoSettings, console: Console) -> dict[str,
 def facts_intro(settings: FactsDemoSettings, count: Any) -> str:
     """The report's opening line: the world, the exposure groups and the evaluation."""
     data = settings.data
-    shown = ", ".join(f"{group} {copies}" for group, copies in data.copies.items())
+    shown = ", ".join(f"{group} {copies:g}" for group, copies in data.copies.items())
     return (f"Tiny model on {data.n_facts} facts of made-up countries (capital, language, "
             f"currency, ruler; values from {data.values_per_attribute} names each); the "
             f"warm-up shows each fact of a group's countries this many times per pass: "

@@ -1,0 +1,93 @@
+"""Recipe: the demo's stage table, mean ± sd over finished demo runs (one per seed).
+
+Each folder is the output of one `calibrl demo` (Countdown or facts) with the confidence warm-up:
+it reads `eval-before/`, `eval-calibrated/` and `eval-after/` and prints, per stage, the stated
+confidence's metrics and, on the same answers, the three references (difficulty table,
+readout, answer likelihood), then the within-group AUROC of each difficulty group.
+
+    for s in 1 2 3; do .venv/bin/calibrl demo seed=$s --out outputs/demo-s$s; done
+    .venv/bin/python runs/stage_table.py outputs/demo-s1 outputs/demo-s2 outputs/demo-s3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+STAGES = (("eval-before", "answer warm-up (SFT)"),
+          ("eval-calibrated", "confidence warm-up"),
+          ("eval-after", "then two-turn RLCR"))
+REFERENCES = (("difficulty_table", "difficulty table (no model)"),
+              ("readout", "readout of the state (not stated)"),
+              ("answer_likelihood", "answer likelihood (not stated)"))
+COLUMNS = (("accuracy", "accuracy ↑"), ("ece", "ECE ↓"), ("brier", "Brier ↓"),
+           ("auroc", "AUROC ↑"), ("within_group_auroc", "within-group AUROC ↑"))
+
+
+def cell(values: list[float | None]) -> str:
+    """mean ± sd of the values there are ('–' when none; the mean alone for one)."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "–"
+    mean = statistics.fmean(present)
+    return f"{mean:.3f}" if len(present) == 1 else f"{mean:.3f} ± {statistics.stdev(present):.3f}"
+
+
+def rows(runs: list[Path]) -> list[tuple[str, dict[str, str]]]:
+    """(label, {column: cell}) per stage and per reference of each stage."""
+    out = []
+    for folder, label in STAGES:
+        metrics = [json.loads((run / folder / "metrics.json").read_text()) for run in runs
+                   if (run / folder / "metrics.json").is_file()]
+        if not metrics:
+            continue
+        out.append((f"{label}: stated", {k: cell([m.get(k) for m in metrics])
+                                         for k, _ in COLUMNS}))
+        for key, name in REFERENCES:
+            refs = [(m.get("baselines") or {}).get(key) or {} for m in metrics]
+            out.append((f"{label}: {name}", {k: cell([r.get(k) for r in refs])
+                                            for k, _ in COLUMNS if k != "accuracy"}))
+    return out
+
+
+def group_rows(runs: list[Path]) -> list[tuple[str, dict[str, str]]]:
+    """Per stage, the stated confidence's AUROC inside each difficulty group, and its ECE."""
+    out = []
+    for folder, label in STAGES:
+        metrics = [json.loads((run / folder / "metrics.json").read_text()) for run in runs
+                   if (run / folder / "metrics.json").is_file()]
+        if not metrics:
+            continue
+        groups = sorted({g for m in metrics for g in m.get("by_group", {})})
+        out.append((label, {f"{g}: {what}": cell([m["by_group"].get(g, {}).get(key)
+                                                 for m in metrics])
+                            for g in groups for key, what in (("accuracy", "acc"),
+                                                              ("auroc", "AUROC"),
+                                                              ("ece", "ECE"))}))
+    return out
+
+
+def markdown(table: list[tuple[str, dict[str, str]]], first: str) -> str:
+    columns = list(dict.fromkeys(k for _, cells in table for k in cells))
+    names = dict(COLUMNS)
+    lines = [f"| {first} | " + " | ".join(names.get(c, c) for c in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    lines += [f"| {label} | " + " | ".join(cells.get(c, "–") for c in columns) + " |"
+              for label, cells in table]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="finished demo output folders")
+    args = parser.parse_args()
+    print(f"{len(args.runs)} runs: {', '.join(str(r) for r in args.runs)}\n")
+    print(markdown(rows(args.runs), "stage: confidence"))
+    print()
+    print(markdown(group_rows(args.runs), "stage"))
+
+
+if __name__ == "__main__":
+    main()

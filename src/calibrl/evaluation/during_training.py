@@ -31,7 +31,7 @@ def eval_section(cfg: TrainSettings) -> EvalSection:
         top_p=rollout.top_p, top_k=rollout.top_k, max_answer_tokens=rollout.max_answer_tokens,
         max_confidence_tokens=rollout.max_confidence_tokens,
         confidence_question=rollout.confidence_question, batch_prompts=cfg.eval.batch_prompts,
-        seed=cfg.seed)
+        seed=cfg.seed, readout=False)  # the logged metrics do not use it
 
 
 class HeldOutEvaluator:

@@ -119,7 +119,7 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
         if tree.spec.has_confidence_turn:
             sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
         rows += _records(score_tree(tree))
-        if settings.readout and tree.spec.has_confidence_turn:
+        if settings.readout and model is not None and tree.spec.has_confidence_turn:
             states.append(last_states(model, _state_inputs(tokenizer, tree)))
     if states and rows:
         readout = out_of_fold_readout(np.concatenate(states), [r["correct"] for r in rows],

@@ -22,7 +22,7 @@ from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.tasks.files import write_examples
 from calibrl.training.calibrate import (
-    _Rows,
+    CalibrationRows,
     expected_confidences,
     mean_by_grade,
     run_calibrate,
@@ -112,7 +112,7 @@ def test_training_moves_the_stated_value_towards_the_target(tmp_path, grade):
     values = value_tokens(tokenizer)
     cfg = config(tmp_path, steps=15, batch_size=8, answer_batch_size=2, lr=1e-2)
     graded = [g for g in graded_pairs() if g.correct == grade][:10]
-    rows = _Rows(tokenizer, {ex.index: ex for ex in examples()}, graded, values, cfg)
+    rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples()}, graded, values, cfg)
     assert len(rows.answers) == (10 if grade else 0)  # only right answers are imitated
     pad = tokenizer.pad_token_id
     before = expected_confidences(model.eval(), rows.confidence, values, pad)

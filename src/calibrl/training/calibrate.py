@@ -45,7 +45,7 @@ from calibrl.training.calibrate_data import (
     value_tokens,
 )
 from calibrl.training.sft import make_accelerator
-from calibrl.training.sft_batch import IGNORE, TokenizedConversation, token_mean_loss
+from calibrl.training.sft_batch import TokenizedConversation, collate, token_mean_loss
 from calibrl.utils.atomic import atomic_dir
 from calibrl.utils.files import check_output_dir
 
@@ -56,25 +56,15 @@ SUMMARY_FILE = "summary.json"
 MODEL_DIR = "model"
 
 
-def _pad(rows: list[list[int]], value: int) -> torch.Tensor:
-    width = max(len(r) for r in rows)
-    return torch.tensor([r + [value] * (width - len(r)) for r in rows])  # [B, T]
+def pad_id(tokenizer: Any) -> int:
+    """The id padded rows end with (masked out either way)."""
+    return tokenizer.eos_token_id if tokenizer.pad_token_id is None else tokenizer.pad_token_id
 
 
-def confidence_batch(rows: list[ConfidenceRow], pad_id: int) -> dict[str, torch.Tensor]:
-    """input_ids, attention_mask, labels [B, T]; value_pos, targets [B]."""
-    ids = _pad([r.input_ids for r in rows], pad_id)
-    return {"input_ids": ids, "attention_mask": _pad([[1] * len(r.input_ids) for r in rows], 0),
-            "labels": _pad([r.labels for r in rows], IGNORE),
-            "value_pos": torch.tensor([r.value_pos for r in rows]),
+def confidence_batch(rows: list[ConfidenceRow], pad: int) -> dict[str, torch.Tensor]:
+    """`collate`'s input_ids, attention_mask, labels [B, T]; value_pos, targets [B]."""
+    return {**collate(rows, pad), "value_pos": torch.tensor([r.value_pos for r in rows]),
             "targets": torch.tensor([r.target for r in rows], dtype=torch.float32)}
-
-
-def answer_batch(rows: list[TokenizedConversation], pad_id: int) -> dict[str, torch.Tensor]:
-    """input_ids, attention_mask, labels [B, T]."""
-    return {"input_ids": _pad([r.input_ids for r in rows], pad_id),
-            "attention_mask": _pad([[1] * len(r.input_ids) for r in rows], 0),
-            "labels": _pad([r.labels for r in rows], IGNORE)}
 
 
 def value_logits_at(logits: torch.Tensor, value_pos: torch.Tensor) -> torch.Tensor:
@@ -104,7 +94,7 @@ def mean_by_grade(scores: list[float], correct: list[bool]) -> dict[str, float |
             "wrong": sum(wrong) / len(wrong) if wrong else None}
 
 
-class _Rows:
+class CalibrationRows:
     """The stage's training rows and the seeded draw of each step's batches."""
 
     def __init__(self, tokenizer: Any, examples: dict[int, Any], graded: list[GradedAnswer],
@@ -122,7 +112,7 @@ class _Rows:
         return self.rng.sample(self.confidence, k), self.rng.sample(self.answers, a)
 
 
-def train_calibration(model: Any, tokenizer: Any, rows: _Rows, values: ValueTokens,
+def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values: ValueTokens,
                       config: CalibrateSettings, log: Any = None
                       ) -> tuple[Any, dict[str, float]]:
     """`config.steps` steps on `model` in place; returns the trained model without accelerate's
@@ -133,7 +123,7 @@ def train_calibration(model: Any, tokenizer: Any, rows: _Rows, values: ValueToke
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
                                   weight_decay=config.weight_decay)
     prepared, optimizer = accelerator.prepare(model, optimizer)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     recent: list[dict[str, float]] = []
     bar = tqdm(range(config.steps), desc="calibrate", disable=not config.progress)
     for step in bar:
@@ -142,13 +132,13 @@ def train_calibration(model: Any, tokenizer: Any, rows: _Rows, values: ValueToke
             group["lr"] = config.lr * warm
         conf_rows, ans_rows = rows.draw()
         batch = {k: v.to(accelerator.device)
-                 for k, v in confidence_batch(conf_rows, pad_id).items()}
+                 for k, v in confidence_batch(conf_rows, pad).items()}
         with accelerator.autocast():
             terms = confidence_terms(prepared, batch, values, config.loss)
             loss = terms["score"] + config.format_weight * (terms["format"] + terms["mass"])
             answer_ce = torch.zeros(())
             if ans_rows and config.answer_weight > 0:
-                ab = {k: v.to(accelerator.device) for k, v in answer_batch(ans_rows, pad_id).items()}
+                ab = {k: v.to(accelerator.device) for k, v in collate(ans_rows, pad).items()}
                 logits = prepared(input_ids=ab["input_ids"],
                                   attention_mask=ab["attention_mask"]).logits
                 answer_ce = token_mean_loss(logits, ab["labels"])
@@ -174,11 +164,11 @@ def train_calibration(model: Any, tokenizer: Any, rows: _Rows, values: ValueToke
 
 @torch.no_grad()
 def expected_confidences(model: Any, rows: list[ConfidenceRow], values: ValueTokens,
-                         pad_id: int, batch_size: int = 64) -> list[float]:
+                         pad: int, batch_size: int = 64) -> list[float]:
     """The expected stated value of each row under `model` (eval mode, no gradients)."""
     out: list[float] = []
     for start in range(0, len(rows), batch_size):
-        batch = confidence_batch(rows[start:start + batch_size], pad_id)
+        batch = confidence_batch(rows[start:start + batch_size], pad)
         device = next(model.parameters()).device
         batch = {k: v.to(device) for k, v in batch.items()}
         out += confidence_terms(model, batch, values, "expected_brier")["expected"].tolist()
@@ -207,16 +197,15 @@ def run_calibrate(config: CalibrateSettings) -> dict[str, Any]:
     with tqdm(total=len(examples), desc="answer and grade", disable=not config.progress) as bar:
         graded = sample_graded(engine, tokenizer, examples, config, progress=bar.update)
     sampled_s = time.perf_counter() - start
-    rows = _Rows(tokenizer, {ex.index: ex for ex in examples}, graded, values, config)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples}, graded, values, config)
     labels = [g.correct for g in graded]
-    before = expected_confidences(model.eval(), rows.confidence, values, pad_id)
+    before = expected_confidences(model.eval(), rows.confidence, values, pad_id(tokenizer))
     with atomic_dir(out) as tmp:
         (tmp / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n")
         (tmp / GRADED_FILE).write_text("".join(json.dumps(asdict(g)) + "\n" for g in graded))
         with (tmp / LOG_FILE).open("w", encoding="utf-8") as log:
             model, final = train_calibration(model, tokenizer, rows, values, config, log)
-        after = expected_confidences(model, rows.confidence, values, pad_id)
+        after = expected_confidences(model, rows.confidence, values, pad_id(tokenizer))
         summary = {"answers": len(graded), "prompts": len(examples),
                    "accuracy": sum(labels) / len(labels), "target": config.target,
                    "loss": config.loss, "steps": config.steps,

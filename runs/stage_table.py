@@ -35,12 +35,17 @@ def cell(values: list[float | None]) -> str:
     return f"{mean:.3f}" if len(present) == 1 else f"{mean:.3f} ± {statistics.stdev(present):.3f}"
 
 
+def stage_metrics(runs: list[Path], folder: str) -> list[dict]:
+    """The metrics.json of `folder` in each run that has one."""
+    return [json.loads((run / folder / "metrics.json").read_text()) for run in runs
+            if (run / folder / "metrics.json").is_file()]
+
+
 def rows(runs: list[Path]) -> list[tuple[str, dict[str, str]]]:
     """(label, {column: cell}) per stage and per reference of each stage."""
     out = []
     for folder, label in STAGES:
-        metrics = [json.loads((run / folder / "metrics.json").read_text()) for run in runs
-                   if (run / folder / "metrics.json").is_file()]
+        metrics = stage_metrics(runs, folder)
         if not metrics:
             continue
         out.append((f"{label}: stated", {k: cell([m.get(k) for m in metrics])
@@ -56,8 +61,7 @@ def group_rows(runs: list[Path]) -> list[tuple[str, dict[str, str]]]:
     """Per stage, the stated confidence's AUROC inside each difficulty group, and its ECE."""
     out = []
     for folder, label in STAGES:
-        metrics = [json.loads((run / folder / "metrics.json").read_text()) for run in runs
-                   if (run / folder / "metrics.json").is_file()]
+        metrics = stage_metrics(runs, folder)
         if not metrics:
             continue
         groups = sorted({g for m in metrics for g in m.get("by_group", {})})

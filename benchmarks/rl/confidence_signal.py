@@ -33,6 +33,7 @@ import torch
 from calibrl.demo.pipeline import load_demo_settings
 from calibrl.evaluation.baselines import within_group_auroc
 from calibrl.evaluation.metrics import auroc
+from calibrl.evaluation.readout import fit_logistic
 from calibrl.models.loading import load_policy
 from calibrl.protocol.modes import get_mode
 from calibrl.rollout.rollouts import encode_messages
@@ -68,23 +69,6 @@ def features(model, tokenizer, rows, examples, question):
     return np.stack(hidden), (np.array(expected) if single else None)
 
 
-def _fit_logistic(x: torch.Tensor, y: torch.Tensor, l2: float, steps: int
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
-    b = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([w, b], max_iter=steps, line_search_fn="strong_wolfe")
-
-    def loss() -> torch.Tensor:
-        opt.zero_grad()
-        value = torch.nn.functional.binary_cross_entropy_with_logits(x @ w + b, y)
-        value = value + l2 * (w ** 2).sum() / len(y)
-        value.backward()
-        return value
-
-    opt.step(loss)
-    return w.detach(), b.detach()
-
-
 def linear_probe(x, y, problems, folds=5, l2=1.0, steps=300):
     """Out-of-fold P(correct) of an L2 logistic regression on standardised features."""
     order = list(dict.fromkeys(problems))
@@ -93,8 +77,10 @@ def linear_probe(x, y, problems, folds=5, l2=1.0, steps=300):
     for k in range(folds):
         train, test = fold != k, fold == k
         mu, sd = x[train].mean(0), x[train].std(0) + 1e-6
-        w, b = _fit_logistic(torch.tensor((x[train] - mu) / sd, dtype=torch.float64),
-                             torch.tensor(y[train], dtype=torch.float64), l2, steps)
+        # calibrl's readout solver; its penalty is not divided by the rows, this probe's was
+        w, b = fit_logistic(torch.tensor((x[train] - mu) / sd, dtype=torch.float64),
+                            torch.tensor(y[train], dtype=torch.float64),
+                            l2 / int(train.sum()), steps)
         xs = torch.tensor((x[test] - mu) / sd, dtype=torch.float64)
         out[test] = torch.sigmoid(xs @ w + b).numpy()
     return out

@@ -167,10 +167,10 @@ def expected_confidences(model: Any, rows: list[ConfidenceRow], values: ValueTok
                          pad: int, batch_size: int = 64) -> list[float]:
     """The expected stated value of each row under `model` (eval mode, no gradients)."""
     out: list[float] = []
+    device = next(model.parameters()).device
     for start in range(0, len(rows), batch_size):
-        batch = confidence_batch(rows[start:start + batch_size], pad)
-        device = next(model.parameters()).device
-        batch = {k: v.to(device) for k, v in batch.items()}
+        batch = {k: v.to(device) for k, v in
+                 confidence_batch(rows[start:start + batch_size], pad).items()}
         out += confidence_terms(model, batch, values, "expected_brier")["expected"].tolist()
     return out
 

@@ -52,10 +52,10 @@ def value_tokens(tokenizer: Any) -> ValueTokens:
     each tenth as that prefix plus exactly one token of its own."""
     ids = []
     prefix = tokenizer(CONFIDENCE_OPEN + VALUE_PREFIX, add_special_tokens=False)["input_ids"]
+    closing = tokenizer(CONFIDENCE_CLOSE, add_special_tokens=False)["input_ids"]
     for digit in range(10):
         text = f"{CONFIDENCE_OPEN}{VALUE_PREFIX}{digit}{CONFIDENCE_CLOSE}"
         full = tokenizer(text, add_special_tokens=False)["input_ids"]
-        closing = tokenizer(CONFIDENCE_CLOSE, add_special_tokens=False)["input_ids"]
         if (full[:len(prefix)] != prefix
                 or full[len(prefix) + 1:] != closing or len(full) != len(prefix) + 1 + len(closing)):
             raise UserError(f"the tokenizer does not write {VALUE_PREFIX}{digit} as "

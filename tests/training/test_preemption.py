@@ -48,7 +48,17 @@ def test_the_same_signal_passed_on_at_once_is_not_a_second_one(usr1_handler):
         assert signal.getsignal(signal.SIGUSR1) == stop._handle  # still installed
 
 
-def test_handlers_are_restored_and_quiet_processes_say_nothing(usr1_handler, capfd):
+@pytest.fixture
+def sigint_handled():
+    """SIGINT as a terminal starts Python with it: a test runner started in the background
+    (`cmd &`) has it ignored, and StopRequests rightly leaves an ignored signal alone."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_handlers_are_restored_and_quiet_processes_say_nothing(usr1_handler, sigint_handled,
+                                                                capfd):
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
     with StopRequests(announce=False) as stop:
         assert all(signal.getsignal(s) == stop._handle for s in before)
@@ -86,6 +96,11 @@ def test_outside_the_main_thread_nothing_is_installed(usr1_handler):
 CHILD = """
 import signal, sys, time
 from calibrl.training.preemption import StopRequests
+# The dispositions of a process started from a terminal, whatever the test runner inherited: a
+# background job (`cmd &`) starts with SIGINT ignored, which StopRequests rightly leaves alone.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+for signum in (signal.SIGTERM, signal.SIGUSR1):
+    signal.signal(signum, signal.SIG_DFL)
 with StopRequests(announce=False, repeat_after_s=0) as stop:
     print("ready", flush=True)
     while not stop.requested:

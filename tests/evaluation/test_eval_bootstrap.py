@@ -12,14 +12,10 @@ import pytest
 from calibrl.errors import UserError
 from calibrl.evaluation.bootstrap import BOOTSTRAP_METRICS, bootstrap_intervals
 from calibrl.evaluation.compare import compare_runs, interval_table
-from calibrl.evaluation.metrics import (
-    EvalRecord,
-    aurc,
-    auroc,
-    brier_score,
-    expected_calibration_error,
-)
+from calibrl.evaluation.metrics import aurc, auroc, brier_score, expected_calibration_error
+from calibrl.evaluation.records import EvalRecord
 from calibrl.evaluation.report import load_metrics, write_evaluation
+from calibrl.evaluation.result import compute_evaluation
 from evaluation.slow_references import pairwise_within_group_auroc
 
 
@@ -114,10 +110,12 @@ def _records(n: int, with_confidence: bool = True) -> list[EvalRecord]:
 def test_metrics_json_tables_and_compare(tmp_path):
     two_turn, rlvr = tmp_path / "two_turn", tmp_path / "rlvr"
     clusters = [i // 2 for i in range(30)]
-    write_evaluation(two_turn, _records(30), name="a", mode="two_turn", with_confidence=True,
-                     clusters=clusters, bootstrap=100)
-    write_evaluation(rlvr, _records(30, False), name="b", mode="rlvr", with_confidence=False,
-                     clusters=clusters, bootstrap=100)
+    write_evaluation(two_turn, compute_evaluation(_records(30), name="a", mode="two_turn",
+                                                  with_confidence=True, clusters=clusters,
+                                                  bootstrap=100))
+    write_evaluation(rlvr, compute_evaluation(_records(30, False), name="b", mode="rlvr",
+                                              with_confidence=False, clusters=clusters,
+                                              bootstrap=100))
     saved = load_metrics(two_turn)
     assert set(saved["bootstrap"]) == set(BOOTSTRAP_METRICS)
     assert saved["bootstrap"]["ece"]["low"] <= saved["bootstrap"]["ece"]["high"]
@@ -129,15 +127,16 @@ def test_metrics_json_tables_and_compare(tmp_path):
     assert "| b | ± " in table and "n/a" in table
     assert "Bootstrap over the evaluated problems" in compare_runs([two_turn, rlvr])
 
-    write_evaluation(tmp_path / "none", _records(30), name="c", mode="two_turn",
-                     with_confidence=True)
+    write_evaluation(tmp_path / "none", compute_evaluation(_records(30), name="c",
+                                                           mode="two_turn", with_confidence=True))
     assert "bootstrap" not in load_metrics(tmp_path / "none")
     assert interval_table([load_metrics(tmp_path / "none")]) is None
 
 
 @pytest.mark.parametrize("bad", ["[]", '{"ece": 3}', '{"ece": {"se": 0.1, "low": "x"}}'])
 def test_malformed_bootstrap_is_a_user_error(tmp_path, bad):
-    write_evaluation(tmp_path, _records(6), name="a", mode="two_turn", with_confidence=True)
+    write_evaluation(tmp_path, compute_evaluation(_records(6), name="a", mode="two_turn",
+                                                  with_confidence=True))
     data = json.loads((tmp_path / "metrics.json").read_text())
     data["bootstrap"] = json.loads(bad)
     (tmp_path / "metrics.json").write_text(json.dumps(data))

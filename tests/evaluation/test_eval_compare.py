@@ -9,13 +9,8 @@ import pytest
 from calibrl.cli.main import main
 from calibrl.errors import UserError
 from calibrl.evaluation.compare import compare_runs, plot_compare, plot_risk_coverage_compare
-from calibrl.evaluation.metrics import (
-    EvalRecord,
-    reliability_bins,
-    risk_coverage,
-    summarize,
-    summarize_by_group,
-)
+from calibrl.evaluation.metrics import reliability_bins, risk_coverage
+from calibrl.evaluation.records import EvalRecord
 from calibrl.evaluation.report import (
     BINS_FILE,
     HISTOGRAM_PLOT,
@@ -30,6 +25,8 @@ from calibrl.evaluation.report import (
     save_metrics,
     write_evaluation,
 )
+from calibrl.evaluation.result import compute_evaluation
+from calibrl.evaluation.summary import summarize, summarize_by_group
 
 RLCR_RECORDS = [
     EvalRecord(correct=True, confidence=0.9, format_ok=True, answer_len=10, conf_len=4),
@@ -46,8 +43,10 @@ RLVR_RECORDS = [
 @pytest.fixture
 def two_runs(tmp_path):
     rlcr, rlvr = tmp_path / "rlcr", tmp_path / "rlvr"
-    write_evaluation(rlcr, RLCR_RECORDS, name="rlcr-2turn", mode="two_turn", with_confidence=True)
-    write_evaluation(rlvr, RLVR_RECORDS, name="rlvr", mode="rlvr", with_confidence=False)
+    write_evaluation(rlcr, compute_evaluation(RLCR_RECORDS, name="rlcr-2turn", mode="two_turn",
+                                              with_confidence=True))
+    write_evaluation(rlvr, compute_evaluation(RLVR_RECORDS, name="rlvr", mode="rlvr",
+                                              with_confidence=False))
     return rlcr, rlvr
 
 
@@ -121,8 +120,8 @@ GROUPED = [
 
 
 def test_by_group_in_metrics_json_and_tables(two_runs, tmp_path):
-    saved = write_evaluation(tmp_path / "g", GROUPED, name="g", mode="two_turn",
-                             with_confidence=True)
+    saved = write_evaluation(tmp_path / "g", compute_evaluation(
+        GROUPED, name="g", mode="two_turn", with_confidence=True))
     data = json.loads((tmp_path / "g" / METRICS_FILE).read_text())
     assert data == saved
     assert list(data["by_group"]) == ["2 numbers", "3 numbers", "10 numbers"]
@@ -255,13 +254,13 @@ def test_extra_scores_are_averaged_and_tabled(tmp_path):
     records = [EvalRecord(True, 0.9, True, 3, 2, group="a", extra_scores={"token_f1": 1.0}),
                EvalRecord(False, 0.2, True, 3, 2, group="a", extra_scores={"token_f1": 0.5}),
                EvalRecord(False, 0.4, True, 3, 2, group="b", extra_scores={"token_f1": 0.0})]
-    saved = write_evaluation(tmp_path / "x", records, name="x", mode="two_turn",
-                             with_confidence=True)
+    saved = write_evaluation(tmp_path / "x", compute_evaluation(
+        records, name="x", mode="two_turn", with_confidence=True))
     assert saved["extra_scores"] == {"token_f1": pytest.approx(0.5)}
     assert saved["by_group"]["a"]["extra_scores"] == {"token_f1": pytest.approx(0.75)}
     header = compare_runs([tmp_path / "x"]).splitlines()[0]
     assert header.startswith("| run | mode | n | accuracy ↑ | token_f1 ↑ | ECE ↓ |")
     # tasks without extra scores keep the table they had
-    plain = write_evaluation(tmp_path / "y", RLCR_RECORDS, name="y", mode="two_turn",
-                             with_confidence=True)
+    plain = write_evaluation(tmp_path / "y", compute_evaluation(
+        RLCR_RECORDS, name="y", mode="two_turn", with_confidence=True))
     assert "extra_scores" not in plain

@@ -8,23 +8,19 @@ import numpy as np
 import pytest
 
 from calibrl.evaluation.metrics import (
-    METRIC_KEYS,
-    NO_GROUP,
-    EvalRecord,
     aurc,
     auroc,
     bin_index,
     brier_score,
-    calibration_arrays,
     e_aurc,
     expected_calibration_error,
     natural_key,
     optimal_aurc,
     reliability_bins,
     risk_coverage,
-    summarize,
-    summarize_by_group,
 )
+from calibrl.evaluation.records import NO_GROUP, EvalRecord, calibration_arrays, record_arrays
+from calibrl.evaluation.summary import METRIC_KEYS, summarize, summarize_by_group
 
 # Worked example used below. 10 bins, right-closed:
 #   0.1  -> bin 0 [0, .1]     conf .1,  acc 0   gap .1, share 1/5 -> .02
@@ -180,6 +176,16 @@ def test_summarize_hand_computed():
 def test_summarize_accepts_dicts_like_dataclasses():
     as_dicts = [vars(r) for r in RECORDS]
     assert summarize(as_dicts) == summarize(RECORDS)
+
+
+def test_summarize_of_arrays_is_summarize_of_records():
+    records = _grouped_records(1)
+    arrays = record_arrays(records)
+    for with_confidence in (True, False):
+        assert (summarize(arrays, with_confidence=with_confidence)
+                == summarize(records, with_confidence=with_confidence))
+        assert (summarize_by_group(arrays, with_confidence=with_confidence)
+                == summarize_by_group(records, with_confidence=with_confidence))
 
 
 def test_summarize_without_confidence_reports_none_for_calibration():

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+import calibrl.evaluation.run as run_module
 from calibrl.cli.main import main
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
@@ -36,6 +37,10 @@ def test_eval_writes_predictions_and_metrics(setup, mode):
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(rows) == 10 and metrics["count"] == 10
     assert {r["index"] for r in rows} == set(range(5))
+    # Countdown's readout cluster is the problem (`Task.readout_cluster`'s default).
+    assert {r["cluster"] for r in rows} == {str(COUNTDOWN.problem_key(r["ground_truth"]))
+                                            for r in rows}
+    assert len({r["cluster"] for r in rows}) == 5
     assert all(r["answer_len"] <= 6 + (4 if mode == "rlcr" else 0) for r in rows)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["mode"] == mode and saved["accuracy"] == metrics["accuracy"]
@@ -122,3 +127,29 @@ def test_eval_on_two_data_sets_of_different_tasks_reports_each_and_pooled(setup,
     assert len({r["index"] for r in rows}) == 8  # problem 0 of each set stays two problems
     for run in ("cross/test", "cross/facts", "cross/pooled"):
         assert f"| {run} |" in printed
+
+
+def test_the_readout_folds_a_country_s_questions_together(tmp_path, tiny_model_dir,
+                                                         monkeypatch):
+    from calibrl.tasks.short_answer.facts import country_of
+    from calibrl.tasks.short_answer.task import ShortAnswerTask
+
+    train, test = ShortAnswerTask().generate(16, seed=0, test_size=8)  # 4 countries
+    data = write_examples(tmp_path / "facts.parquet", test + train)
+    seen = {}
+    real = run_module.out_of_fold_readout
+
+    def spy(features, correct, clusters, *args, **kwargs):
+        seen["clusters"] = list(clusters)
+        return real(features, correct, clusters, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "out_of_fold_readout", spy)
+    out = tmp_path / "eval"
+    evaluate(tiny_model_dir, data, out, EvalSection(max_answer_tokens=4,
+                                                    max_confidence_tokens=3, bootstrap=0))
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert seen["clusters"] == [r["cluster"] for r in rows]
+    assert [r["cluster"] for r in rows] == [
+        f"country: {country_of(r['ground_truth']['question'])}" for r in rows]
+    assert len(set(seen["clusters"])) == 4
+    assert all(r["readout"] is not None for r in rows)

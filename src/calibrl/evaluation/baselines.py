@@ -103,10 +103,24 @@ def answer_likelihood(logprobs: Sequence[float] | None) -> float | None:
     return min(1.0, math.exp(mean)) if math.isfinite(mean) else None
 
 
+def complete_scores(values: Any) -> np.ndarray | None:
+    """(N,) float scores when every answer has one, else None (a reference needs them all).
+    `values`: (N,) floats with None or NaN for a missing score, or None."""
+    if values is None:
+        return None
+    scores = np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+    return scores if scores.size and not np.isnan(scores).any() else None
+
+
 def baseline_metrics(correct: Any, groups: Sequence[Any], clusters: Sequence[Any],
-                     likelihoods: Sequence[float | None], n_bins: int = DEFAULT_N_BINS,
-                     readouts: Sequence[float | None] | None = None) -> dict[str, Any]:
+                     likelihoods: Any, n_bins: int = DEFAULT_N_BINS,
+                     readouts: Any = None) -> dict[str, Any]:
     """The "baselines" block of metrics.json.
+
+    Args:
+        correct, groups, clusters: (N,) as in `difficulty_table_confidences`.
+        likelihoods, readouts: (N,) each answer's answer likelihood and readout score (NaN or
+            None where missing; `RecordArrays.likelihood` and `.readout`), or None.
 
     Returns {"difficulty_table": {"fit", "ece", "brier", "auroc", "aurc"},
              "answer_likelihood": {"auroc", "within_group_auroc", "by_group": {label: auroc}}
@@ -120,14 +134,14 @@ def baseline_metrics(correct: Any, groups: Sequence[Any], clusters: Sequence[Any
         "fit": TABLE_FIT, "ece": expected_calibration_error(table, corr, n_bins),
         "brier": brier_score(table, corr), "auroc": auroc(table, corr), "aurc": aurc(table, corr),
     }, "answer_likelihood": None}
-    if likelihoods and all(v is not None for v in likelihoods):
-        scores = np.asarray(likelihoods, dtype=np.float64)
+    scores = complete_scores(likelihoods)
+    if scores is not None:
         mean, per_group = within_group_auroc(scores, corr, groups)
         out["answer_likelihood"] = {"auroc": auroc(scores, corr), "within_group_auroc": mean,
                                     "by_group": per_group}
     out["readout"] = None
-    if readouts and all(v is not None for v in readouts):
-        probs = np.asarray(readouts, dtype=np.float64)
+    probs = complete_scores(readouts)
+    if probs is not None:
         mean, per_group = within_group_auroc(probs, corr, groups)
         out["readout"] = {"fit": READOUT_FIT, "ece": expected_calibration_error(probs, corr, n_bins),
                           "brier": brier_score(probs, corr), "auroc": auroc(probs, corr),

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from calibrl.data import TaskExample
-from calibrl.evaluation.metrics import summarize
-from calibrl.evaluation.run import evaluate_examples, records_from_rows
+from calibrl.evaluation.run import evaluate_examples
+from calibrl.evaluation.summary import summarize
 from calibrl.protocol.modes import get_mode
 from calibrl.settings import EvalSection, TrainSettings
 
@@ -47,7 +47,7 @@ class HeldOutEvaluator:
                  engine: Any) -> Mapping[str, float]:
         rows = evaluate_examples(model, tokenizer, examples, self.settings, engine=engine,
                                  progress=False, **self.prompt)
-        metrics = summarize(records_from_rows(rows), with_confidence=self.with_confidence)
+        metrics = summarize(rows, with_confidence=self.with_confidence)  # rows are records
         return {key: float(metrics[key]) for key in LOGGED if metrics[key] is not None}
 
 

@@ -1,4 +1,8 @@
-"""Accuracy and calibration metrics of an evaluation: pure functions on per-example arrays.
+"""Accuracy and calibration metrics: pure functions on per-example arrays.
+
+Records (one evaluated answer each) become arrays once, in `calibrl.evaluation.records`; the
+flat summary of one evaluation is `calibrl.evaluation.summary.summarize`, the whole evaluation
+`calibrl.evaluation.result.compute_evaluation`.
 
 Shapes: `confidences` and `correct` are 1-D, shape (N,), one entry per evaluated answer.
 `confidences` are floats in [0, 1]; `correct` is bool or 0/1.
@@ -28,54 +32,15 @@ ties. Unparsable confidences, scored 0.0, are the last to be answered.
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any
 
 import numpy as np
 
 UNPARSABLE_CONFIDENCE = 0.0
 DEFAULT_N_BINS = 10
-# The keys of `summarize`, i.e. of every metrics.json.
-METRIC_KEYS = (
-    "count", "accuracy", "ece", "brier", "auroc", "aurc", "mean_confidence",
-    "unparsable_confidence_rate", "format_failure_rate", "mean_answer_len", "mean_conf_len",
-    "n_bins",
-)
-
-
-@dataclass(frozen=True)
-class EvalRecord:
-    """One evaluated answer. Dicts with the same keys are accepted wherever records are.
-
-    Attributes:
-        correct: the answer was verified correct.
-        confidence: the parsed confidence in [0, 1]; None when missing or unparsable.
-        format_ok: the answer followed the required format.
-        answer_len: length of the answer turn (tokens, or whatever unit the caller uses).
-        conf_len: length of the confidence turn; None when the mode has no confidence.
-        group: difficulty label of the problem (`Task.difficulty`), e.g. "3 numbers"; None when
-            unknown. `summarize_by_group` reports metrics per label.
-        answer_likelihood: `exp(mean token log-prob)` of the answer under the model that sampled
-            it (`calibrl.evaluation.baselines`); None when not recorded.
-        extra_scores: the task's scores beside right/wrong (`Task.extra_scores`, e.g. token F1),
-            averaged by `mean_extra_scores`; None or {} when the task has none.
-        readout: the out-of-fold probe of the model's state at `<confidence>`
-            (`calibrl.evaluation.readout`); None when not computed.
-    """
-
-    correct: bool
-    confidence: float | None
-    format_ok: bool
-    answer_len: int
-    conf_len: int | None = None
-    group: str | None = None
-    answer_likelihood: float | None = None
-    extra_scores: Mapping[str, float] | None = None
-    readout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -107,14 +72,14 @@ def check_arrays(confidences: Any, correct: Any) -> tuple[np.ndarray, np.ndarray
     return conf, corr
 
 
-def _check_n_bins(n_bins: int) -> None:
+def check_n_bins(n_bins: int) -> None:
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
 
 
 def bin_edges(n_bins: int = DEFAULT_N_BINS) -> np.ndarray:
     """Exact edges i / n_bins, shape (n_bins + 1,)."""
-    _check_n_bins(n_bins)
+    check_n_bins(n_bins)
     return np.arange(n_bins + 1, dtype=np.float64) / n_bins
 
 
@@ -254,159 +219,7 @@ def e_aurc(confidences: Any, correct: Any) -> float:
     return aurc(confidences, correct) - optimal_aurc(correct)
 
 
-def _field(record: Any, key: str, position: int) -> Any:
-    if isinstance(record, Mapping):
-        if key not in record:
-            raise ValueError(f"record {position} has no {key!r}")
-        return record[key]
-    if not hasattr(record, key):
-        raise ValueError(f"record {position} has no {key!r}")
-    return getattr(record, key)
-
-
-def valid_confidence(value: Any) -> float | None:
-    """The record's confidence if it is a real number in [0, 1], else None (unparsable).
-
-    Records come from model output via a parser; anything else that slips through (NaN, 7.0,
-    a string) counts as unparsable rather than crashing the evaluation or producing NaN.
-    """
-    if isinstance(value, bool) or not isinstance(value, Real):
-        return None
-    value = float(value)
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        return None
-    return value
-
-
-def calibration_arrays(
-    records: Iterable[Any], unparsable_confidence: float = UNPARSABLE_CONFIDENCE
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(confidences, correct, parsable), each shape (N,): what the calibration metrics score.
-
-    Unparsable confidences are replaced by `unparsable_confidence`; `parsable` marks the others.
-    """
-    if not 0.0 <= unparsable_confidence <= 1.0:
-        raise ValueError("unparsable_confidence must be within [0, 1]")
-    records = list(records)
-    parsed = [valid_confidence(_field(r, "confidence", i)) for i, r in enumerate(records)]
-    parsable = np.array([c is not None for c in parsed], dtype=bool)
-    conf = np.array([unparsable_confidence if c is None else c for c in parsed], dtype=np.float64)
-    correct = np.array([_correct(r, i) for i, r in enumerate(records)], dtype=bool)
-    return conf, correct, parsable
-
-
-def _correct(record: Any, position: int) -> bool:
-    value = _field(record, "correct", position)
-    if isinstance(value, bool | np.bool_) or value in (0, 1):
-        return bool(value)
-    raise ValueError(f"record {position}: correct must be bool, got {value!r}")
-
-
-def _mean_of(records: list[Any], key: str) -> float | None:
-    """Mean of a length field over records where it is set; None when it never is."""
-    values = [_field(r, key, i) for i, r in enumerate(records)]
-    values = [float(v) for v in values if v is not None]
-    return float(np.mean(values)) if values else None
-
-
-def summarize(
-    records: Iterable[Any],
-    *,
-    with_confidence: bool = True,
-    n_bins: int = DEFAULT_N_BINS,
-    unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
-) -> dict[str, float | int | None]:
-    """The flat metrics dict of one evaluation, keys `METRIC_KEYS`.
-
-    Args:
-        records: `EvalRecord`s or dicts with `correct`, `confidence`, `format_ok`, `answer_len`,
-            `conf_len`.
-        with_confidence: False for modes that ask for no confidence (plain RLVR): every
-            calibration metric, the unparsable rate and `mean_conf_len` are then None.
-        n_bins: ECE bins.
-        unparsable_confidence: the confidence an unparsable one is scored as (module docstring).
-
-    Rates are shares in [0, 1]. `auroc` is None when all answers are correct or all wrong.
-    Records may carry a `group`; `summarize` ignores it (see `summarize_by_group`).
-    """
-    records = list(records)
-    if not records:
-        raise ValueError("no examples to evaluate")
-    _check_n_bins(n_bins)
-    conf, correct, parsable = calibration_arrays(records, unparsable_confidence)
-    format_ok = np.array([bool(_field(r, "format_ok", i)) for i, r in enumerate(records)])
-    out: dict[str, float | int | None] = {
-        "count": len(records),
-        "accuracy": float(correct.mean()),
-        "ece": None,
-        "brier": None,
-        "auroc": None,
-        "aurc": None,
-        "mean_confidence": None,
-        "unparsable_confidence_rate": None,
-        "format_failure_rate": float(1.0 - format_ok.mean()),
-        "mean_answer_len": _mean_of(records, "answer_len"),
-        "mean_conf_len": None,
-        "n_bins": n_bins,
-    }
-    if with_confidence:
-        out.update(
-            ece=expected_calibration_error(conf, correct, n_bins),
-            brier=brier_score(conf, correct),
-            auroc=auroc(conf, correct),
-            aurc=aurc(conf, correct),
-            mean_confidence=float(conf.mean()),
-            unparsable_confidence_rate=float(1.0 - parsable.mean()),
-            mean_conf_len=_mean_of(records, "conf_len"),
-        )
-    return out
-
-
-NO_GROUP = "ungrouped"
-
-
-def mean_extra_scores(records: Iterable[Any]) -> dict[str, float]:
-    """Each extra score's mean over the records that have it, by name ({} when none has any)."""
-    sums: dict[str, list[float]] = {}
-    for record in records:
-        scores = (record.get("extra_scores") if isinstance(record, Mapping)
-                  else getattr(record, "extra_scores", None)) or {}
-        for name, value in scores.items():
-            if isinstance(value, Real) and math.isfinite(float(value)):
-                sums.setdefault(name, []).append(float(value))
-    return {name: float(np.mean(values)) for name, values in sorted(sums.items())}
-
-
-def record_group(record: Any) -> str | None:
-    """The record's `group` label, or None when it has none (older records lack the field)."""
-    value = record.get("group") if isinstance(record, Mapping) else getattr(record, "group", None)
-    return None if value is None else str(value)
-
-
 def natural_key(label: str) -> tuple[Any, ...]:
     """Sort key comparing digit runs as numbers: "2 numbers" < "3 numbers" < "10 numbers"."""
     # re.split with a capture group alternates text and digits, so positions agree in type.
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", label))
-
-
-def summarize_by_group(
-    records: Iterable[Any],
-    *,
-    with_confidence: bool = True,
-    n_bins: int = DEFAULT_N_BINS,
-    unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
-) -> dict[str, dict[str, float | int | None]]:
-    """`summarize` of each group's records, keyed by group label in `natural_key` order.
-
-    Records without a group are reported under `NO_GROUP`. Arguments as in `summarize`.
-    """
-    groups: dict[str, list[Any]] = {}
-    for record in records:
-        groups.setdefault(record_group(record) or NO_GROUP, []).append(record)
-    if not groups:
-        raise ValueError("no examples to evaluate")
-    return {
-        label: summarize(groups[label], with_confidence=with_confidence, n_bins=n_bins,
-                         unparsable_confidence=unparsable_confidence)
-        for label in sorted(groups, key=natural_key)
-    }

@@ -5,8 +5,9 @@ Beside the difficulty table (what needs no model) and the answer likelihood (wha
 knows without saying it), the readout says what the stated confidence *could* read: the last
 layer's hidden state at the token that opens `<confidence>` in the sampled turn 2 (or at the end
 of turn 2 when the model never opened it), fed to an L2-regularised logistic regression fitted
-out of fold. Folds group answers by cluster (the problem, or what the task says belongs
-together, e.g. a country's questions), so no answer is scored by a probe that saw its problem.
+out of fold. Folds group answers by cluster (`Task.readout_cluster`: the problem by default, or
+what the task says belongs together, e.g. a made-up country's four questions in the facts
+task), so no answer is scored by a probe that saw its problem, or its country's other facts.
 
 Shapes: N answers, H hidden units.
 """
@@ -25,7 +26,8 @@ from calibrl.protocol.tags import CONFIDENCE_OPEN
 READOUT_FOLDS = 5
 READOUT_L2 = 1e-2
 READOUT_FIT = (f"an L2 logistic regression on the last hidden state at {CONFIDENCE_OPEN}, "
-               f"fitted out of fold ({READOUT_FOLDS} folds by problem)")
+               f"fitted out of fold ({READOUT_FOLDS} folds by the task's readout cluster: the "
+               f"problem, or e.g. a country)")
 
 
 def state_position(tokenizer: Any, sampled_ids: Sequence[int]) -> int:

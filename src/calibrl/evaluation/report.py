@@ -1,13 +1,16 @@
-"""The files an evaluation leaves in its run folder, defined in one place.
+"""The files an evaluation leaves in its run folder, defined in one place: written from one
+computed `EvaluationResult` (`calibrl.evaluation.result`), read back by the loaders below.
 
     <run_dir>/metrics.json   flat JSON object: `METRIC_KEYS` (numbers, or null where undefined
                              or not applicable) plus "name" and "mode" (strings), and, when the
                              records carry difficulty groups, "by_group": {label: {METRIC_KEYS}}
                              in natural label order; with groups and confidences also
                              "within_group_auroc" (number or null) and "baselines" (the
-                             difficulty table and answer likelihood,
-                             `calibrl.evaluation.baselines.baseline_metrics`). Other keys may be
-                             added by callers and are kept.
+                             difficulty table, answer likelihood and readout,
+                             `calibrl.evaluation.baselines.baseline_metrics`); "extra_scores"
+                             when the task has them, "bootstrap" when drawn
+                             (`EvaluationResult.to_metrics`). Other keys may be added by
+                             callers and are kept.
     <run_dir>/bins.json      {"convention": <text>, "bins": [{"lower", "upper", "count",
                              "mean_confidence", "accuracy"}, ...]}; "bins" is [] for a mode
                              without confidences.
@@ -25,33 +28,20 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from calibrl.errors import UserError
-from calibrl.evaluation.baselines import baseline_metrics, within_group_auroc
-from calibrl.evaluation.bootstrap import bootstrap_intervals
-from calibrl.evaluation.metrics import (
-    DEFAULT_N_BINS,
-    METRIC_KEYS,
-    NO_GROUP,
-    UNPARSABLE_CONFIDENCE,
-    ReliabilityBin,
-    calibration_arrays,
-    mean_extra_scores,
-    record_group,
-    reliability_bins,
-    risk_coverage,
-    summarize,
-    summarize_by_group,
-)
+from calibrl.evaluation.metrics import ReliabilityBin
 from calibrl.evaluation.plots import (
     plot_confidence_histogram,
     plot_reliability,
     plot_risk_coverage,
 )
+from calibrl.evaluation.result import EvaluationResult
+from calibrl.evaluation.summary import METRIC_KEYS
 
 METRICS_FILE = "metrics.json"
 BINS_FILE = "bins.json"
@@ -95,80 +85,27 @@ def save_bins(run_dir: str | Path, bins: Sequence[ReliabilityBin]) -> Path:
     return _write_json(Path(run_dir) / BINS_FILE, payload)
 
 
-def write_evaluation(
-    run_dir: str | Path,
-    records: Iterable[Any],
-    *,
-    name: str,
-    mode: str,
-    with_confidence: bool,
-    n_bins: int = DEFAULT_N_BINS,
-    unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
-    clusters: Sequence[Any] | None = None,
-    bootstrap: int = 0,
-) -> dict[str, Any]:
-    """Summarise `records` and write every file above; returns the metrics as saved.
+def write_evaluation(run_dir: str | Path, result: EvaluationResult) -> dict[str, Any]:
+    """Write every file above from `result` (`compute_evaluation`); returns the metrics as saved.
 
-    "by_group" is added only when some record has a `group`, so runs without difficulty labels
-    keep the metrics.json they always had; with confidences, "within_group_auroc" and
-    "baselines" come with it (`clusters`, each record's problem, fit the cross-fitted difficulty
-    table; without them every answer is its own problem). With `clusters` and `bootstrap` > 0
-    draws, "bootstrap" holds each metric's standard error and 95 % interval
-    (`calibrl.evaluation.bootstrap`; accuracy alone for a mode without confidences).
+    Only writes: the numbers, bins and curve are the result's; the figures draw them.
     """
-    records = list(records)
-    options = dict(with_confidence=with_confidence, n_bins=n_bins,
-                   unparsable_confidence=unparsable_confidence)
-    metrics: dict[str, Any] = summarize(records, **options)
-    grouped = any(record_group(r) is not None for r in records)
-    groups = [record_group(r) or NO_GROUP for r in records] if grouped else None
-    if grouped:
-        metrics["by_group"] = summarize_by_group(records, **options)
-    extras = mean_extra_scores(records)
-    if extras:  # the task's own scores (e.g. token F1), overall and per group
-        metrics["extra_scores"] = extras
-        for label, group in metrics.get("by_group", {}).items():
-            group["extra_scores"] = mean_extra_scores(
-                r for r, g in zip(records, groups, strict=True) if g == label)
     run_dir = Path(run_dir)
-    bins: list[ReliabilityBin] = []
-    curve = None
-    # Without confidences every one reads as unparsable (0.0): only accuracy's interval is kept.
-    conf, correct, parsable = calibration_arrays(records, unparsable_confidence)
-    if grouped and with_confidence:
-        metrics["within_group_auroc"] = within_group_auroc(conf, correct, groups)[0]
-        metrics["baselines"] = baseline_metrics(
-            correct, groups, clusters if clusters is not None else range(len(records)),
-            [_likelihood(r) for r in records], n_bins,
-            [_field_or_none(r, "readout") for r in records])
-    if clusters is not None and bootstrap > 0:
-        intervals = bootstrap_intervals(conf, correct, clusters, groups=groups, draws=bootstrap,
-                                        n_bins=n_bins)
-        metrics["bootstrap"] = intervals if with_confidence else {
-            "accuracy": intervals["accuracy"]}
-    if with_confidence:
-        bins = reliability_bins(conf, correct, n_bins)
-        plot_reliability(bins, run_dir / RELIABILITY_PLOT, title=f"Reliability: {name}")
-        note = f"\n{int((~parsable).sum())} unparsable scored as {unparsable_confidence:g}"
-        plot_confidence_histogram(conf, correct, run_dir / HISTOGRAM_PLOT, n_bins=n_bins,
-                                  title=f"Confidence by correctness: {name}{note}")
-        curve = risk_coverage(conf, correct)
-        plot_risk_coverage({name: curve[:2]}, run_dir / RISK_COVERAGE_PLOT,
-                           title=f"Risk-coverage: {name}{note}")
-    save_bins(run_dir, bins)
-    save_risk_coverage(run_dir, curve)
-    save_metrics(run_dir, metrics, name=name, mode=mode)
-    return {"name": name, "mode": mode, **metrics}
-
-
-def _field_or_none(record: Any, key: str) -> Any:
-    return record.get(key) if isinstance(record, Mapping) else getattr(record, key, None)
-
-
-def _likelihood(record: Any) -> float | None:
-    value = (record.get("answer_likelihood") if isinstance(record, Mapping)
-             else getattr(record, "answer_likelihood", None))
-    return None if value is None else float(value)
+    if result.with_confidence:
+        plot_reliability(result.bins, run_dir / RELIABILITY_PLOT,
+                         title=f"Reliability: {result.name}")
+        note = (f"\n{result.unparsable} unparsable scored as "
+                f"{result.unparsable_confidence:g}")
+        plot_confidence_histogram(result.confidences, result.correct, run_dir / HISTOGRAM_PLOT,
+                                  n_bins=result.n_bins,
+                                  title=f"Confidence by correctness: {result.name}{note}")
+        plot_risk_coverage({result.name: result.curve[:2]}, run_dir / RISK_COVERAGE_PLOT,
+                           title=f"Risk-coverage: {result.name}{note}")
+    save_bins(run_dir, result.bins)
+    save_risk_coverage(run_dir, result.curve)
+    metrics = result.to_metrics()
+    save_metrics(run_dir, metrics, name=result.name, mode=result.mode)
+    return metrics
 
 
 def _read_json(path: Path) -> Any:

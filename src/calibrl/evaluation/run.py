@@ -5,8 +5,12 @@ in a mode with a confidence turn each answer gets one, and every answer becomes 
 correct (the task's verifier), the parsed confidence (None when unparsable; the metrics
 count it as 0 and report the share), whether an answer could be extracted at all
 (`format_ok`, `Task.extract_answer`), the token lengths of both turns, and the problem's
-difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group) and
-the answer's likelihood under the model (`calibrl.evaluation.baselines`, a baseline only).
+difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group), the
+answer's likelihood under the model (`calibrl.evaluation.baselines`, a baseline only) and the
+problem's readout `cluster` (`Task.readout_cluster`: the problem, or what the task says belongs
+together, e.g. a made-up country's four questions), by which the readout reference is folded.
+The rows are the records the metrics read (`calibrl.evaluation.records`): the evaluation is
+computed once (`compute_evaluation`) and then written.
 Writes, in `out_dir`: `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`,
 and the PNG figures, all swapped in at once when they are done: a killed evaluation leaves the
 previous one whole (other files in `out_dir` stay).
@@ -27,9 +31,9 @@ from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
 from calibrl.evaluation.baselines import answer_likelihood
-from calibrl.evaluation.metrics import EvalRecord
 from calibrl.evaluation.readout import last_states, out_of_fold_readout, state_position
 from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
+from calibrl.evaluation.result import compute_evaluation
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import ModeSpec, get_mode
 from calibrl.rewards import parse_confidence
@@ -58,6 +62,7 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
     for prompt in tree.prompts:
         task = get_task(prompt.data_source)
         group = task.difficulty(prompt.ground_truth)
+        cluster = str(task.readout_cluster(prompt.ground_truth))
         for answer in prompt.answers:
             text = answer.sample.text
             conf_text = answer.confidences[0].text if answer.confidences else None
@@ -70,17 +75,11 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
                 "answer_len": len(answer.sample.token_ids),
                 "conf_len": len(answer.confidences[0].token_ids) if answer.confidences else None,
                 "finish_reason": answer.sample.finish_reason, "group": group,
+                "cluster": cluster,
                 "answer_likelihood": answer_likelihood(answer.sample.logprobs),
                 "extra_scores": task.extra_scores(answer_part(text), prompt.ground_truth),
             })
     return rows
-
-
-def records_from_rows(rows: Sequence[dict[str, Any]]) -> list[EvalRecord]:
-    """The metrics' view of prediction rows (`evaluate_examples`)."""
-    return [EvalRecord(r["correct"], r["confidence"], r["format_ok"], r["answer_len"],
-                       r["conf_len"], r["group"], r.get("answer_likelihood"),
-                       r.get("extra_scores"), r.get("readout")) for r in rows]
 
 
 def _state_inputs(tokenizer: Any, tree: RolloutTree) -> list[list[int]]:
@@ -100,7 +99,8 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
                       max_prompt_tokens: int = 256, chat_template: str = "auto"
                       ) -> list[dict[str, Any]]:
     """Prediction rows (one per answer) for `examples` (prompts rendered as in training:
-    `chat_template`, left-truncated to `max_prompt_tokens`)."""
+    `chat_template`, left-truncated to `max_prompt_tokens`). With `settings.readout`, a model
+    and a confidence turn, each row's "readout" is scored out of fold, folds by "cluster"."""
     engine = engine or make_engine("hf", model, tokenizer)
     rollout = RolloutSettings(num_generations_answer=settings.samples,
                               num_generations_confidence=1, temperature=settings.temperature,
@@ -123,7 +123,7 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
             states.append(last_states(model, _state_inputs(tokenizer, tree)))
     if states and rows:
         readout = out_of_fold_readout(np.concatenate(states), [r["correct"] for r in rows],
-                                      [r["index"] for r in rows])
+                                      [r["cluster"] for r in rows])
         for row, score in zip(rows, readout, strict=True):
             row["readout"] = float(score)
     return rows
@@ -138,10 +138,12 @@ def _write_run(out: Path, rows: list[dict[str, Any]], settings: EvalSection, nam
     with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES}) as tmp:
         (tmp / PREDICTIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows),
                                             encoding="utf-8")
-        return write_evaluation(tmp, records_from_rows(rows), name=name, mode=settings.mode,
-                                with_confidence=get_mode(settings.mode).states_confidence,
-                                clusters=[row["index"] for row in rows],
-                                bootstrap=settings.bootstrap)
+        # The table and the bootstrap keep to problems; only the readout folds by cluster.
+        result = compute_evaluation(rows, name=name, mode=settings.mode,
+                                    with_confidence=get_mode(settings.mode).states_confidence,
+                                    clusters=[row["index"] for row in rows],
+                                    bootstrap=settings.bootstrap)
+        return write_evaluation(tmp, result)
 
 
 def _labels(paths: Sequence[str | Path]) -> list[str]:
@@ -180,7 +182,7 @@ def evaluate(model_path: str | Path, data_path: str | Path | Sequence[str | Path
     for label, examples in zip(_labels(paths), sets, strict=True):
         rows = evaluate_examples(model, tokenizer, examples, settings)
         results.append(_write_run(out / label, rows, settings, f"{name}/{label}"))
-        pooled += [{**r, "index": f"{label}:{r['index']}",
+        pooled += [{**r, "index": f"{label}:{r['index']}", "cluster": f"{label}:{r['cluster']}",
                     "group": f"{label}: {r['group']}", "data": label} for r in rows]
     results.append(_write_run(out / POOLED, pooled, settings, f"{name}/{POOLED}"))
     return results

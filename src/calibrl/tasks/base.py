@@ -14,9 +14,9 @@ a task's own modules can build on it without an import circle.
 
 Implementing a task: subclass `Task`, set `name`, implement `make_prompt`, `check` and `score`;
 the rest have defaults that either fit any task (`extract_answer`: the last answer block,
-`extra_scores`: none, `difficulty`, `problem_key`, `check_ground_truth`, `arrow_schema`: the
-types Arrow infers) or say the task does not support it (`generate`, `convert_file`:
-`UserError`; SFT traces: None).
+`extra_scores`: none, `difficulty`, `problem_key`, `readout_cluster`: the problem,
+`check_ground_truth`, `arrow_schema`: the types Arrow infers) or say the task does not support
+it (`generate`, `convert_file`: `UserError`; SFT traces: None).
 """
 
 from __future__ import annotations
@@ -140,6 +140,13 @@ class Task(ABC):
     def problem_key(self, ground_truth: Mapping[str, Any]) -> Hashable:
         """Equal keys are the same problem (duplicates, and held-out problems kept out of SFT)."""
         return json.dumps(ground_truth, sort_keys=True, default=str)
+
+    def readout_cluster(self, ground_truth: Mapping[str, Any]) -> Hashable:
+        """The cluster whose answers the evaluation's readout reference keeps in one fold
+        (`calibrl.evaluation.readout`): problems that share what a probe could learn from one
+        to score another (the facts task: a country's questions). Default: the problem itself,
+        `problem_key` (Countdown: each problem its own cluster)."""
+        return self.problem_key(ground_truth)
 
     def generate(self, n: int, *, seed: int = 0, test_size: int | None = None,
                  test_fraction: float | None = None, style: str | None = None,

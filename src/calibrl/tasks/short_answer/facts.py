@@ -16,13 +16,16 @@ keeps every prefix of countries as close to `group_weights` as whole countries a
 (`interleave_groups`). The facts are listed country by country, attributes in order, and the
 first test-size facts are the test split; a test size that is a multiple of `len(ATTRIBUTES)`
 keeps every test country out of the training split. Growing `n` with the same seed adds
-countries without changing the first ones.
+countries without changing the first ones. A question names its country (`country_of`), so the
+evaluation's readout reference can keep a country's facts in one fold
+(`ShortAnswerTask.readout_cluster`).
 """
 
 from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +39,9 @@ ATTRIBUTES = (
     ("currency", "What is the currency of {}?"),
     ("ruler", "Who rules {}?"),
 )
+# Each template as a pattern that captures the country: how a question names its country.
+_QUESTION_PATTERNS = tuple(re.compile(re.escape(template).replace(re.escape("{}"), "(.+)") + "$")
+                           for _, template in ATTRIBUTES)
 DEFAULT_GROUPS = ("often", "rarely", "never")
 DEFAULT_VALUES_PER_ATTRIBUTE = 30
 ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "th", "sh",
@@ -55,6 +61,17 @@ class Fact:
     question: str
     answer: str
     group: str
+
+
+def country_of(question: str) -> str | None:
+    """The country a question of the `ATTRIBUTES` templates asks about ("What is the capital
+    of Daruvin?" -> "Daruvin", spacing ignored), or None for any other question."""
+    text = " ".join(question.split()) if isinstance(question, str) else ""
+    for pattern in _QUESTION_PATTERNS:
+        match = pattern.match(text)
+        if match:
+            return match.group(1)
+    return None
 
 
 def made_up_name(syllables: int, rng: random.Random) -> str:

@@ -1,0 +1,123 @@
+"""The flat metrics of one evaluation, overall and per difficulty group, from `RecordArrays`.
+
+Every function here takes records (converted once, `record_arrays`) or the arrays themselves,
+so `compute_evaluation` converts once and summarises the whole and each group from the arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from calibrl.evaluation.metrics import (
+    DEFAULT_N_BINS,
+    UNPARSABLE_CONFIDENCE,
+    aurc,
+    auroc,
+    brier_score,
+    check_n_bins,
+    expected_calibration_error,
+    natural_key,
+)
+from calibrl.evaluation.records import RecordArrays, record_arrays
+
+# The keys of `summarize`, i.e. of every metrics.json.
+METRIC_KEYS = (
+    "count", "accuracy", "ece", "brier", "auroc", "aurc", "mean_confidence",
+    "unparsable_confidence_rate", "format_failure_rate", "mean_answer_len", "mean_conf_len",
+    "n_bins",
+)
+
+
+def as_arrays(data: Iterable[Any] | RecordArrays) -> RecordArrays:
+    """`data` itself when it is already `RecordArrays`, else its records converted."""
+    return data if isinstance(data, RecordArrays) else record_arrays(data)
+
+
+def _mean_set(values: np.ndarray) -> float | None:
+    """Mean of the entries that are set (not NaN), shape (N,) -> scalar; None when none is."""
+    values = values[~np.isnan(values)]
+    return float(np.mean(values)) if values.size else None
+
+
+def summarize(
+    data: Iterable[Any] | RecordArrays,
+    *,
+    with_confidence: bool = True,
+    n_bins: int = DEFAULT_N_BINS,
+    unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
+) -> dict[str, float | int | None]:
+    """The flat metrics dict of one evaluation, keys `METRIC_KEYS`.
+
+    Args:
+        data: `RecordArrays`, or records (`EvalRecord`s or dicts with `correct`, `confidence`,
+            `format_ok`, `answer_len`, optionally `conf_len`), converted once.
+        with_confidence: False for modes that ask for no confidence (plain RLVR): every
+            calibration metric, the unparsable rate and `mean_conf_len` are then None.
+        n_bins: ECE bins.
+        unparsable_confidence: the confidence an unparsable one is scored as (`metrics`).
+
+    Rates are shares in [0, 1]. `auroc` is None when all answers are correct or all wrong.
+    Records may carry a `group`; `summarize` ignores it (see `summarize_by_group`).
+    """
+    arrays = as_arrays(data)
+    if not len(arrays):
+        raise ValueError("no examples to evaluate")
+    check_n_bins(n_bins)
+    conf, correct = arrays.scored(unparsable_confidence), arrays.correct
+    out: dict[str, float | int | None] = {
+        "count": len(arrays),
+        "accuracy": float(correct.mean()),
+        "ece": None,
+        "brier": None,
+        "auroc": None,
+        "aurc": None,
+        "mean_confidence": None,
+        "unparsable_confidence_rate": None,
+        "format_failure_rate": float(1.0 - arrays.format_ok.mean()),
+        "mean_answer_len": _mean_set(arrays.answer_len),
+        "mean_conf_len": None,
+        "n_bins": n_bins,
+    }
+    if with_confidence:
+        out.update(
+            ece=expected_calibration_error(conf, correct, n_bins),
+            brier=brier_score(conf, correct),
+            auroc=auroc(conf, correct),
+            aurc=aurc(conf, correct),
+            mean_confidence=float(conf.mean()),
+            unparsable_confidence_rate=float(1.0 - arrays.parsable.mean()),
+            mean_conf_len=_mean_set(arrays.conf_len),
+        )
+    return out
+
+
+def mean_extra_scores(data: Iterable[Any] | RecordArrays) -> dict[str, float]:
+    """Each extra score's mean over the records that have it, by name ({} when none has any)."""
+    means = {name: _mean_set(values) for name, values in as_arrays(data).extra_scores.items()}
+    return {name: mean for name, mean in means.items() if mean is not None}
+
+
+def group_rows(arrays: RecordArrays) -> dict[str, np.ndarray]:
+    """{label: (N,) bool mask of its records}, labels in `natural_key` order."""
+    return {label: arrays.groups == label
+            for label in sorted(set(arrays.groups.tolist()), key=natural_key)}
+
+
+def summarize_by_group(
+    data: Iterable[Any] | RecordArrays,
+    *,
+    with_confidence: bool = True,
+    n_bins: int = DEFAULT_N_BINS,
+    unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
+) -> dict[str, dict[str, float | int | None]]:
+    """`summarize` of each group's records, keyed by group label in `natural_key` order.
+
+    Records without a group are reported under `NO_GROUP`. Arguments as in `summarize`.
+    """
+    arrays = as_arrays(data)
+    return {label: summarize(arrays.take(rows), with_confidence=with_confidence, n_bins=n_bins,
+                             unparsable_confidence=unparsable_confidence)
+            for label, rows in group_rows(arrays).items()}

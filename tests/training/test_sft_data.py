@@ -16,12 +16,12 @@ from calibrl.protocol.modes import get_mode
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
 from calibrl.rewards import parse_confidence, rlcr_format_ok
 from calibrl.settings.sft import SFTMix, parse_mix
+from calibrl.tasks import get_task
 from calibrl.tasks.countdown import verify_equation_strict
 from calibrl.tasks.countdown.data import examples_from_instances
 from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.tasks.countdown.traces import trace_steps, wrong_trace
 from calibrl.training.sft_data import (
-    ANALYSIS_POOL,
     CONFIDENCE_GRID,
     build_conversations,
     exclude_problems,
@@ -80,7 +80,7 @@ def test_each_kind_has_its_format_and_the_prompts_of_its_mode():
             assert TRACE.fullmatch(answer)
             assert verifies(answer, ex) == conv.context_correct
             analysis, value = CONFIDENCE_REPLY.fullmatch(last["content"]).groups()
-            assert analysis in ANALYSIS_POOL
+            assert analysis in get_task("countdown").neutral_analyses
             assert parse_confidence(last["content"]) == conv.confidence == float(value)
         else:
             assert context == get_mode("rlcr").answer_prompt(ex.messages)
@@ -114,7 +114,7 @@ def test_confidence_targets_carry_no_information_about_correctness():
         assert {c.confidence for c in group} == set(CONFIDENCE_GRID)
         analyses = Counter(CONFIDENCE_REPLY.fullmatch(c.messages[-1]["content"]).group(1)
                            for c in group)
-        assert set(analyses) == set(ANALYSIS_POOL)
+        assert set(analyses) == set(get_task("countdown").neutral_analyses)
         assert max(analyses.values()) / min(analyses.values()) < 1.25
 
 
@@ -217,3 +217,13 @@ def test_task_analysis_examines_the_context_answer_and_changes_nothing_else():
     # wrong contexts with right and with wrong numbers both occur; right ones are never flagged
     assert flagged[(False, True)] > 0 and flagged[(False, False)] > 0
     assert flagged[(True, False)] == 0
+
+
+def test_a_tasks_neutral_analyses_speak_of_its_own_task():
+    train, _ = get_task("short_answer").generate(40, seed=0, test_size=0)
+    mix = SFTMix(answer=0, confidence=1, rlcr=0)
+    convs = build_conversations(train, mix, random.Random(0))
+    analyses = {CONFIDENCE_REPLY.fullmatch(c.messages[-1]["content"]).group(1) for c in convs}
+    assert analyses and analyses <= set(get_task("short_answer").neutral_analyses)
+    assert not analyses & set(get_task("countdown").neutral_analyses)
+    assert not any("equation" in a or "number" in a for a in analyses)

@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from calibrl.errors import UserError
 from calibrl.protocol.completions import last_answer, response_part
@@ -180,6 +180,16 @@ class Task(ABC):
         """A plausible turn-1 completion that fails `verify`, or None if none can be made;
         `failed_attempts` as in `reference_trace`."""
         return None
+
+    # The turn-2 analyses the warm-up draws at random (`sft.analysis: neutral`), each true of
+    # any answer of the task, so that none says whether the answer is right; a task whose
+    # answers have parts to check (Countdown's arithmetic) names them in its own.
+    neutral_analyses: ClassVar[tuple[str, ...]] = (
+        "I read the question again and compared my answer with it.",
+        "I checked that my answer replies to what the question asks.",
+        "Let me check my answer against the question.",
+        "I compared my answer with what I know about the question.",
+    )
 
     def analysis(self, answer_text: str, ground_truth: Mapping[str, Any]) -> str | None:
         """A factual examination of an answer (a completion or its answer part) that the

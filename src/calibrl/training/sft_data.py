@@ -14,9 +14,11 @@ Four kinds: one per message format the RL modes use (the prompts are the modes' 
   its words and `EARLY_ANSWER_TEXT`, given as context; only the answer after it is trained.
 
 Only the format is taught, never calibration: `c` comes from a fixed grid, drawn independently
-of whether the answer in the context is right, and the analysis is either a neutral sentence
-drawn the same way or (`analysis="task"`) the task's factual examination of that answer
-(`Task.analysis`), which states facts about the answer and never its verdict. Whatever calibration the model ends up with is learned by RL, not copied from here.
+of whether the answer in the context is right, and the analysis is either a neutral sentence of
+the task's own drawn the same way (`Task.neutral_analyses`: Countdown's speak of arithmetic, a
+question's of the question) or (`analysis="task"`) the task's factual examination of that
+answer (`Task.analysis`), which states facts about the answer and never its verdict. Whatever
+calibration the model ends up with is learned later (`calibrl calibrate`, RL), not copied here.
 The loss is only ever on the last message (see `sft_batch`), so a wrong trace in a turn-2
 context is read, never imitated.
 """
@@ -36,15 +38,6 @@ from calibrl.settings.sft import CONFIDENCE_GRID, SFTMix
 from calibrl.tasks import get_task
 
 KINDS = ("answer", "confidence", "rlcr", "early")
-# Neutral on purpose: a sentence that judged the answer would leak correctness into the target.
-ANALYSIS_POOL = (
-    "I checked each step of the equation.",
-    "I used each number once and checked the result against the target.",
-    "Let me check the arithmetic of each step.",
-    "The answer uses the given numbers with basic operations.",
-    "I compared the result of the last step with the target.",
-    "I checked the order of the operations in the equation.",
-)
 
 
 @dataclass(frozen=True)
@@ -136,7 +129,7 @@ def rlcr_conversation(example: TaskExample, trace: str, confidence: float,
 
 def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: random.Random,
                         grid: Sequence[float] = CONFIDENCE_GRID,
-                        analyses: Sequence[str] = ANALYSIS_POOL,
+                        analyses: Sequence[str] | None = None,
                         question: str = CONFIDENCE_QUESTION, failed_attempt_p: float = 0.0,
                         max_failed_attempts: int = 0, analysis: str = "neutral"
                         ) -> list[SFTConversation]:
@@ -169,7 +162,8 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
             wrong = get_task(example.data_source).wrong_trace(example, rng, failed)
             if wrong is not None:
                 context, correct = wrong, False
-        confidence, text = rng.choice(grid), rng.choice(analyses)
+        pool = analyses or get_task(example.data_source).neutral_analyses
+        confidence, text = rng.choice(grid), rng.choice(pool)
         if analysis == "task":
             examined = context if kind == "confidence" else trace
             task_text = get_task(example.data_source).analysis(examined, example.ground_truth)

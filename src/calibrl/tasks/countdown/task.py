@@ -58,6 +58,14 @@ class CountdownTask(Task):
     prompt_style: str = DEFAULT_PROMPT_STYLE  # a key of PROMPT_STYLES
 
     prompt_styles = tuple(PROMPT_STYLES)
+    neutral_analyses = (
+        "I checked each step of the equation.",
+        "I used each number once and checked the result against the target.",
+        "Let me check the arithmetic of each step.",
+        "The answer uses the given numbers with basic operations.",
+        "I compared the result of the last step with the target.",
+        "I checked the order of the operations in the equation.",
+    )
     generate_options = MappingProxyType({
         "num_numbers": DEFAULT_NUM_NUMBERS, "max_number": DEFAULT_MAX_NUMBER,
         "target_range": DEFAULT_TARGET_RANGE, "size_weights": None,

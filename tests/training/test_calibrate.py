@@ -29,9 +29,12 @@ from calibrl.training.calibrate import (
     train_calibration,
 )
 from calibrl.training.calibrate_data import (
+    NO_ANSWER,
+    REANSWER_PREFIX,
     GradedAnswer,
     confidence_row,
     own_analysis,
+    reanswer_analysis,
     value_tokens,
 )
 from calibrl.training.sft_batch import IGNORE
@@ -86,6 +89,19 @@ def test_own_analysis_reads_the_first_block_or_nothing():
     assert own_analysis("<analysis> a b </analysis>\n<confidence>0.3</confidence>") == "a b"
     assert own_analysis("<confidence>0.3</confidence>") == ""
     assert own_analysis("\x00<analysis>x") == "" and own_analysis(None) == ""
+
+
+def test_a_reanswer_analysis_lists_the_other_answers_in_order():
+    assert reanswer_analysis(["Lizu", " Volir  Ka ", None, ""]) == (
+        f"{REANSWER_PREFIX} <answer>Lizu</answer> <answer>Volir Ka</answer> "
+        f"<answer>{NO_ANSWER}</answer> <answer>{NO_ANSWER}</answer>")
+
+
+def test_reanswer_needs_more_answers_than_it_shows(tmp_path):
+    with pytest.raises(UserError, match="answers_per_prompt must exceed reanswers"):
+        config(tmp_path, analysis="reanswer", reanswers=3, answers_per_prompt=3)
+    with pytest.raises(UserError, match="at least 2"):
+        config(tmp_path, target="agreement", answers_per_prompt=1)
 
 
 def test_a_row_is_the_inference_context_then_the_reply_with_the_value_left_to_the_score():
@@ -157,6 +173,24 @@ def test_a_run_grades_trains_and_writes_its_folder(tmp_path, data_and_model):
     with pytest.raises(UserError, match="--overwrite"):
         run_calibrate(cfg)
     run_calibrate(cfg.model_copy(update={"overwrite": True}))
+
+
+def test_a_reanswer_run_shows_each_answer_the_prompts_other_answers(tmp_path, data_and_model):
+    data, model = data_and_model
+    cfg = config(tmp_path, data=str(data), model=str(model), prompts=4, answers_per_prompt=3,
+                 steps=2, max_answer_tokens=16, max_confidence_tokens=12,
+                 analysis="reanswer", reanswers=2)
+    run_calibrate(cfg)
+    graded = [json.loads(line) for line in (Path(cfg.out) / "graded.jsonl").read_text()
+              .splitlines()]
+    task = get_task("countdown")
+    for start in range(0, len(graded), 3):
+        prompt = graded[start:start + 3]
+        assert len({g["index"] for g in prompt}) == 1
+        keys = [task.extract_answer(g["answer"].split("</think>")[-1]) for g in prompt]
+        for i, g in enumerate(prompt):  # the next two answers of the prompt, cyclically
+            others = [keys[(i + 1) % 3], keys[(i + 2) % 3]]
+            assert g["analysis"] == reanswer_analysis(others)
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, data_and_model):

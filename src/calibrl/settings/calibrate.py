@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from calibrl.settings.base import Seed, shared_field
 from calibrl.settings.sections import ConfidenceSampling
@@ -27,6 +27,14 @@ class CalibrateSection(ConfidenceSampling):
         "answer's grade (1 right, 0 wrong); 'agreement', the share of the prompt's other "
         "sampled answers that give the same answer (an estimate the model makes of itself, "
         "no grade needed at inference either way).")
+    analysis: Literal["own", "reanswer"] = Field(
+        "own", description="The turn-2 analysis the model is taught to write before its "
+        "value: 'own', the analysis it writes now (kept as it is); 'reanswer', the question "
+        "answered again `reanswers` times, fresh (the prompt's other sampled answers, e.g. "
+        "'Again: <answer>Lizu</answer> <answer>Volir</answer>'), so that the value can "
+        "compare answers it can see: a signal that carries to questions never tuned on, where "
+        "a learned 'do I know this?' does not (facts). Needs answers_per_prompt > reanswers.")
+    reanswers: int = Field(3, ge=1, description="Fresh answers in a 'reanswer' analysis.")
     loss: Literal["expected_brier", "nearest_value_ce"] = Field(
         "expected_brier", description="Loss on the stated value: 'expected_brier', the Brier "
         "score expected under the model's distribution over the value tokens (a proper score "
@@ -51,6 +59,17 @@ class CalibrateSection(ConfidenceSampling):
     seed: Seed = Field(0, description="Seed of sampling and batch order.")
     log_every: int = Field(20, gt=0, description="Steps between lines of calibrate_log.jsonl.")
     progress: bool = Field(True, description="Show progress bars.")
+
+    @model_validator(mode="after")
+    def _enough_answers(self) -> CalibrateSection:
+        if self.analysis == "reanswer" and self.answers_per_prompt <= self.reanswers:
+            raise ValueError(f"analysis=reanswer shows {self.reanswers} other answers of the "
+                             f"prompt: answers_per_prompt must exceed reanswers, got "
+                             f"{self.answers_per_prompt}")
+        if self.target == "agreement" and self.answers_per_prompt < 2:
+            raise ValueError("target=agreement compares a prompt's answers: answers_per_prompt "
+                             "must be at least 2")
+        return self
 
 
 class CalibrateSettings(CalibrateSection):

@@ -4,7 +4,10 @@ task's verifier, each with the turn-2 reply the model will be trained to write a
 For every prompt the model samples `answers_per_prompt` answers (turn 1 of the two-turn mode)
 and, for each, one turn-2 reply of its own. The trained reply keeps the model's own analysis
 (the text it writes at inference, so training and sampling see the same context) and states the
-target value: `<analysis>own analysis</analysis>\\n<confidence>0.d</confidence>`. The value is
+target value: `<analysis>own analysis</analysis>\\n<confidence>0.d</confidence>`. With
+`analysis="reanswer"` the analysis is instead the question answered again, fresh: the answers
+of the prompt's other samples (`reanswer_analysis`), which the model learns to write at
+inference by sampling them itself, so its value can compare answers it sees. The value is
 written as one token after "0." (`ValueTokens`); which digit the reply shows matters only as
 context for the closing tag, the loss on it is the scoring loss on the whole distribution.
 The model reads only the conversation: no grade, no hint is in the context.
@@ -26,7 +29,14 @@ from calibrl.errors import UserError
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.prompts import confidence_messages
-from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
+from calibrl.protocol.tags import (
+    ANALYSIS_CLOSE,
+    ANALYSIS_OPEN,
+    ANSWER_CLOSE,
+    ANSWER_OPEN,
+    CONFIDENCE_CLOSE,
+    CONFIDENCE_OPEN,
+)
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
 from calibrl.settings.calibrate import CalibrateSection
 from calibrl.tasks import get_task
@@ -96,10 +106,36 @@ def own_analysis(text: str) -> str:
     return match.group(1).strip() if match else ""
 
 
+REANSWER_PREFIX = "Again:"
+NO_ANSWER = "?"  # a re-answer with nothing the task can extract
+
+
+def reanswer_analysis(others: Sequence[str | None]) -> str:
+    """The analysis of a 'reanswer' reply: the other answers in order, each in the answer tags
+    of turn 1 (the tags the model answers after, so writing one is answering again),
+    `NO_ANSWER` for one without an extractable answer, e.g.
+    "Again: <answer>Lizu</answer> <answer>Volir</answer>"."""
+    texts = [NO_ANSWER if o is None or not str(o).strip() else " ".join(str(o).split())
+             for o in others]
+    return " ".join([REANSWER_PREFIX] + [f"{ANSWER_OPEN}{t}{ANSWER_CLOSE}" for t in texts])
+
+
+def _analyses(config: CalibrateSection, keys: Sequence[str | None], answers: Sequence[Any]
+              ) -> list[str]:
+    """Per answer of one prompt, the analysis its trained reply carries (`config.analysis`):
+    for 'reanswer' the next `reanswers` answers of the prompt, cyclically, never its own."""
+    if config.analysis == "own":
+        return [own_analysis(a.confidences[0].text) for a in answers]
+    n = len(keys)
+    return [reanswer_analysis([keys[(i + j) % n] for j in range(1, config.reanswers + 1)])
+            for i in range(n)]
+
+
 def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
                   config: CalibrateSection, progress: Any = None) -> list[GradedAnswer]:
-    """`answers_per_prompt` graded answers per example with one own turn-2 analysis each,
-    sampled in chunks of `batch_prompts` (seeded by `config.seed` and the chunk)."""
+    """`answers_per_prompt` graded answers per example with one analysis each (the model's own
+    turn-2 analysis, or its re-answers: `config.analysis`), sampled in chunks of
+    `batch_prompts` (seeded by `config.seed` and the chunk)."""
     rollout = RolloutSettings(num_generations_answer=config.answers_per_prompt,
                               num_generations_confidence=1, temperature=config.temperature,
                               top_p=config.top_p, top_k=config.top_k,
@@ -111,19 +147,21 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
         chunk = examples[start:start + config.batch_prompts]
         seed = config.seed * 1_000_003 + n
         tree = sample_answers(engine, tokenizer, chunk, rollout, TWO_TURN.name, seed)
-        sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
+        if config.analysis == "own":  # a re-answer analysis is built from turn 1 alone
+            sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
         score_tree(tree)
         for prompt in tree.prompts:
             task = get_task(prompt.data_source)
             texts = [a.sample.text for a in prompt.answers]
             keys = [task.extract_answer(answer_part(t)) for t in texts]
-            agrees = agreement([None if k is None else str(k).strip() for k in keys])
-            for answer, agree in zip(prompt.answers, agrees, strict=True):
+            keys = [None if k is None else str(k).strip() for k in keys]
+            agrees = agreement(keys)
+            analyses = _analyses(config, keys, prompt.answers)
+            for answer, agree, analysis in zip(prompt.answers, agrees, analyses, strict=True):
                 correct = bool(answer.correct)
                 target = float(correct) if config.target == "label" else agree
-                graded.append(GradedAnswer(
-                    prompt.index, task.difficulty(prompt.ground_truth), answer.sample.text,
-                    correct, own_analysis(answer.confidences[0].text), target))
+                graded.append(GradedAnswer(prompt.index, task.difficulty(prompt.ground_truth),
+                                           answer.sample.text, correct, analysis, target))
         if progress is not None:
             progress(len(chunk))
     return graded

@@ -183,12 +183,14 @@ class Task(ABC):
 
     # The turn-2 analyses the warm-up draws at random (`sft.analysis: neutral`), each true of
     # any answer of the task, so that none says whether the answer is right; a task whose
-    # answers have parts to check (Countdown's arithmetic) names them in its own.
+    # answers have parts to check (Countdown's arithmetic) names them in its own. Their words
+    # are whole tokens of the tiny model's tokenizer (`models.corpus.EXTRA_WORDS`), so each
+    # fits a short confidence turn.
     neutral_analyses: ClassVar[tuple[str, ...]] = (
-        "I read the question again and compared my answer with it.",
-        "I checked that my answer replies to what the question asks.",
-        "Let me check my answer against the question.",
-        "I compared my answer with what I know about the question.",
+        "I checked my answer once more.",
+        "Let me check my answer again.",
+        "This is the first answer I found.",
+        "I checked that my answer is the same as before.",
     )
 
     def analysis(self, answer_text: str, ground_truth: Mapping[str, Any]) -> str | None:

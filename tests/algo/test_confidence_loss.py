@@ -12,6 +12,7 @@ from calibrl.algo.confidence_loss import (
     agreement,
     expected_brier,
     expected_value,
+    mapped_targets,
     nearest_value_ce,
     nearest_value_index,
     value_mass_nll,
@@ -112,3 +113,16 @@ def test_agreement_counts_the_other_answers_only():
     keys = ["1", "2", "1", "1", "3", "2"]
     slow = [sum(keys[j] == keys[i] for j in range(6) if j != i) / 5 for i in range(6)]
     assert agreement(keys) == slow
+
+
+def test_mapped_targets_are_the_accuracy_of_answers_with_the_same_score():
+    scores = [1.0, 1.0, 1.0, 1 / 3, 1 / 3, 0.0, 1.0, 0.0]
+    correct = [True, True, False, False, True, False, True, False]
+    got = mapped_targets(scores, correct)
+    for score, target in zip(scores, got, strict=True):  # the slow way: a loop per answer
+        same = [c for s, c in zip(scores, correct, strict=True) if s == score]
+        assert target == pytest.approx(sum(same) / len(same))
+    assert got[0] == 0.75 and got[3] == 0.5 and got[5] == 0.0
+    assert sum(got) == pytest.approx(sum(correct))  # calibrated on the answers it is fitted on
+    with pytest.raises(ValueError, match="3 scores for 2 grades"):
+        mapped_targets([0.0, 1.0, 1.0], [True, False])

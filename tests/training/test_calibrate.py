@@ -15,6 +15,7 @@ from calibrl.cli.main import _register, app
 from calibrl.errors import UserError
 from calibrl.models import build_tiny_model, build_tokenizer, create_tiny_model
 from calibrl.protocol.prompts import confidence_messages
+from calibrl.protocol.reanswer import NO_ANSWER, REANSWER_PREFIX, reanswer_analysis, reanswers_in
 from calibrl.rollout.rollouts import encode_messages
 from calibrl.settings.calibrate import CalibrateSettings
 from calibrl.tasks import get_task
@@ -29,12 +30,9 @@ from calibrl.training.calibrate import (
     train_calibration,
 )
 from calibrl.training.calibrate_data import (
-    NO_ANSWER,
-    REANSWER_PREFIX,
     GradedAnswer,
     confidence_row,
     own_analysis,
-    reanswer_analysis,
     value_tokens,
 )
 from calibrl.training.sft_batch import IGNORE
@@ -95,6 +93,8 @@ def test_a_reanswer_analysis_lists_the_other_answers_in_order():
     assert reanswer_analysis(["Lizu", " Volir  Ka ", None, ""]) == (
         f"{REANSWER_PREFIX} <answer>Lizu</answer> <answer>Volir Ka</answer> "
         f"<answer>{NO_ANSWER}</answer> <answer>{NO_ANSWER}</answer>")
+    assert reanswers_in(reanswer_analysis(["Lizu", "Volir Ka"])) == ["Lizu", "Volir Ka"]
+    assert reanswers_in("I checked my answer.") == []
 
 
 def test_reanswer_needs_more_answers_than_it_shows(tmp_path):
@@ -202,3 +202,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, data_and_model):
     result = CliRunner().invoke(app, ["calibrate", "--data", "x", "--model", "m", "--out", "o",
                                       "target=guess"])
     assert result.exit_code != 0
+
+
+def test_mapped_agreement_targets_are_the_accuracy_at_each_agreement(tmp_path, data_and_model):
+    data, model = data_and_model
+    cfg = config(tmp_path, data=str(data), model=str(model), prompts=8, answers_per_prompt=3,
+                 steps=1, max_answer_tokens=16, max_confidence_tokens=12,
+                 target="mapped_agreement")
+    run_calibrate(cfg)
+    graded = [json.loads(line) for line in (Path(cfg.out) / "graded.jsonl").read_text()
+              .splitlines()]
+    assert {g["agreement"] for g in graded} <= {0.0, 0.5, 1.0}
+    for g in graded:
+        same = [h["correct"] for h in graded if h["agreement"] == g["agreement"]]
+        assert g["target"] == pytest.approx(sum(same) / len(same))

@@ -14,6 +14,7 @@ from calibrl.errors import UserError
 from calibrl.protocol.completions import EARLY_ANSWER_TEXT, answer_part, trace_parts
 from calibrl.protocol.modes import get_mode
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
+from calibrl.protocol.reanswer import reanswers_in
 from calibrl.rewards import parse_confidence, rlcr_format_ok
 from calibrl.settings.sft import SFTMix, parse_mix
 from calibrl.tasks import get_task
@@ -227,3 +228,24 @@ def test_a_tasks_neutral_analyses_speak_of_its_own_task():
     assert analyses and analyses <= set(get_task("short_answer").neutral_analyses)
     assert not analyses & set(get_task("countdown").neutral_analyses)
     assert not any("equation" in a or "number" in a for a in analyses)
+
+
+def test_reanswer_analyses_recall_the_answer_and_some_contexts_are_decoys():
+    train, _ = get_task("short_answer").generate(60, seed=0, test_size=0)
+    task = get_task("short_answer")
+    mix = SFTMix(answer=0, confidence=1, rlcr=0, wrong_share=0.5)
+    convs = build_conversations(train, mix, random.Random(0), analysis="reanswer", reanswers=2)
+    by_index = {ex.index: ex for ex in train}
+    decoys = 0
+    for conv in convs:
+        ex = by_index[conv.index]
+        truth = ex.ground_truth["answers"][0]
+        analysis = CONFIDENCE_REPLY.fullmatch(conv.messages[-1]["content"]).group(1)
+        assert reanswers_in(analysis) == [truth, truth]
+        context = answer_part(conv.messages[-3]["content"])
+        assert task.verify(context, ex.ground_truth) == conv.context_correct
+        if not conv.context_correct:  # another question's real answer, never made up
+            decoys += 1
+            assert task.extract_answer(context) in {
+                e.ground_truth["answers"][0] for e in train if e.index != ex.index}
+    assert 0.3 * len(convs) < decoys < 0.7 * len(convs)

@@ -81,3 +81,19 @@ def agreement(keys: Sequence[Hashable | None]) -> list[float]:
         same = sum(1 for k in others if key is not None and k == key)
         out.append(same / len(others) if others else 0.0)
     return out
+
+
+def mapped_targets(scores: Sequence[float], correct: Sequence[bool]) -> list[float]:
+    """Each answer's score mapped to a probability: the share of right answers among all the
+    answers with the same score (scores take few values, e.g. agreement with 3 others: 0, 1/3,
+    2/3, 1). A calibrated version of a self-estimate, fitted on the graded training answers:
+    agreement alone says 0.5 where a model guesses one name for an unknown fact half of the
+    time, though such answers are almost never right. Returns one target per answer."""
+    if len(scores) != len(correct):
+        raise ValueError(f"{len(scores)} scores for {len(correct)} grades")
+    right: dict[float, list[int]] = {}
+    for score, ok in zip(scores, correct, strict=True):
+        tally = right.setdefault(float(score), [0, 0])
+        tally[0] += bool(ok)
+        tally[1] += 1
+    return [right[float(s)][0] / right[float(s)][1] for s in scores]

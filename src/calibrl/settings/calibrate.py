@@ -22,11 +22,13 @@ class CalibrateSection(ConfidenceSampling):
                                "temperature of the graded answers and of the model's own "
                                "analyses.")
     batch_prompts: int = Field(64, gt=0, description="Prompts sampled together.")
-    target: Literal["label", "agreement"] = Field(
+    target: Literal["label", "agreement", "mapped_agreement"] = Field(
         "label", description="What the stated confidence is trained towards: 'label', the "
         "answer's grade (1 right, 0 wrong); 'agreement', the share of the prompt's other "
-        "sampled answers that give the same answer (an estimate the model makes of itself, "
-        "no grade needed at inference either way).")
+        "sampled answers that give the same answer (an estimate the model makes of itself); "
+        "'mapped_agreement', that share mapped to the accuracy of all graded answers with the "
+        "same share (calibrated, and with analysis=reanswer a function of what turn 2 shows). "
+        "No grade is needed at inference either way.")
     analysis: Literal["own", "reanswer"] = Field(
         "own", description="The turn-2 analysis the model is taught to write before its "
         "value: 'own', the analysis it writes now (kept as it is); 'reanswer', the question "
@@ -66,8 +68,8 @@ class CalibrateSection(ConfidenceSampling):
             raise ValueError(f"analysis=reanswer shows {self.reanswers} other answers of the "
                              f"prompt: answers_per_prompt must exceed reanswers, got "
                              f"{self.answers_per_prompt}")
-        if self.target == "agreement" and self.answers_per_prompt < 2:
-            raise ValueError("target=agreement compares a prompt's answers: answers_per_prompt "
+        if self.target != "label" and self.answers_per_prompt < 2:
+            raise ValueError(f"target={self.target} compares a prompt's answers: answers_per_prompt "
                              "must be at least 2")
         return self
 

@@ -106,11 +106,17 @@ class SFTSection(Section):
         "confidence targets are drawn from (uniformly, whatever the answer's correctness: "
         "SFT teaches the format, RL the calibration); RL can only reach values the model "
         "learned to write.")
-    analysis: Literal["neutral", "task"] = Field(
+    analysis: Literal["neutral", "task", "reanswer"] = Field(
         "neutral", description="The turn-2 analysis the warm-up teaches: 'neutral' sentences "
-        "drawn at random, or 'task': the task's factual examination of the answer in the "
+        "drawn at random, 'task': the task's factual examination of the answer in the "
         "context (`Task.analysis`; Countdown: which given numbers the answer uses), so RL can "
-        "learn to read it. Either way the confidence after it is drawn at random.")
+        "learn to read it, or 'reanswer': the question answered again `reanswers` times "
+        "(the reference answer; a task without wrong traces gets other problems' answers as "
+        "wrong contexts, so that re-answering is recalling, not copying) - what `calibrl "
+        "calibrate --analysis reanswer` then teaches the value to compare. Either way the "
+        "confidence after it is drawn at random.")
+    reanswers: int = Field(3, ge=1, description="Re-answers in a 'reanswer' analysis (the "
+                           "same number as the confidence warm-up's).")
     confidence_question: str = shared_field(ConfidenceSampling, "confidence_question")
     bf16: bool = Field(True, description="bf16 autocast for forward/backward (weights and "
                        "optimiser stay fp32).")

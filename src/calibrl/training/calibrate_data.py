@@ -4,39 +4,37 @@ task's verifier, each with the turn-2 reply the model will be trained to write a
 For every prompt the model samples `answers_per_prompt` answers (turn 1 of the two-turn mode)
 and, for each, one turn-2 reply of its own. The trained reply keeps the model's own analysis
 (the text it writes at inference, so training and sampling see the same context) and states the
-target value: `<analysis>own analysis</analysis>\\n<confidence>0.d</confidence>`. With
-`analysis="reanswer"` the analysis is instead the question answered again, fresh: the answers
-of the prompt's other samples (`reanswer_analysis`), which the model learns to write at
-inference by sampling them itself, so its value can compare answers it sees. The value is
+target value: `<analysis>own analysis</analysis>\\n<confidence>0.d</confidence>`. The value is
 written as one token after "0." (`ValueTokens`); which digit the reply shows matters only as
 context for the closing tag, the loss on it is the scoring loss on the whole distribution.
 The model reads only the conversation: no grade, no hint is in the context.
+
+With `analysis="reanswer"` the analysis is instead the question answered again, fresh: the
+answers of the prompt's other samples (`calibrl.protocol.reanswer`), which the model writes at
+inference by sampling them itself, so its value can compare answers it sees. The answer
+warm-up teaches writing them by recall (`sft.analysis: reanswer`); the cross-entropy here on
+the re-answers (`format_weight`) teaches that they are drawn independently, as the other
+samples are (left untrained, the turn-2 text drifted: 26 % unparsable in the facts demo).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from calibrl.algo import score_tree
-from calibrl.algo.confidence_loss import agreement, nearest_value_index
+from calibrl.algo.confidence_loss import agreement, mapped_targets, nearest_value_index
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.prompts import confidence_messages
-from calibrl.protocol.tags import (
-    ANALYSIS_CLOSE,
-    ANALYSIS_OPEN,
-    ANSWER_CLOSE,
-    ANSWER_OPEN,
-    CONFIDENCE_CLOSE,
-    CONFIDENCE_OPEN,
-)
+from calibrl.protocol.reanswer import reanswer_analysis
+from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
 from calibrl.settings.calibrate import CalibrateSection
 from calibrl.tasks import get_task
@@ -87,6 +85,7 @@ class GradedAnswer:
     correct: bool
     analysis: str
     target: float
+    agreement: float = 0.0  # share of the prompt's other answers that give the same answer
 
 
 @dataclass(frozen=True)
@@ -104,20 +103,6 @@ def own_analysis(text: str) -> str:
     """The first analysis the model wrote in a turn-2 sample, stripped; "" when it wrote none."""
     match = _ANALYSIS.search(text or "")
     return match.group(1).strip() if match else ""
-
-
-REANSWER_PREFIX = "Again:"
-NO_ANSWER = "?"  # a re-answer with nothing the task can extract
-
-
-def reanswer_analysis(others: Sequence[str | None]) -> str:
-    """The analysis of a 'reanswer' reply: the other answers in order, each in the answer tags
-    of turn 1 (the tags the model answers after, so writing one is answering again),
-    `NO_ANSWER` for one without an extractable answer, e.g.
-    "Again: <answer>Lizu</answer> <answer>Volir</answer>"."""
-    texts = [NO_ANSWER if o is None or not str(o).strip() else " ".join(str(o).split())
-             for o in others]
-    return " ".join([REANSWER_PREFIX] + [f"{ANSWER_OPEN}{t}{ANSWER_CLOSE}" for t in texts])
 
 
 def _analyses(config: CalibrateSection, keys: Sequence[str | None], answers: Sequence[Any]
@@ -161,9 +146,12 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
                 correct = bool(answer.correct)
                 target = float(correct) if config.target == "label" else agree
                 graded.append(GradedAnswer(prompt.index, task.difficulty(prompt.ground_truth),
-                                           answer.sample.text, correct, analysis, target))
+                                           answer.sample.text, correct, analysis, target, agree))
         if progress is not None:
             progress(len(chunk))
+    if config.target == "mapped_agreement":
+        targets = mapped_targets([g.agreement for g in graded], [g.correct for g in graded])
+        graded = [replace(g, target=t) for g, t in zip(graded, targets, strict=True)]
     return graded
 
 

@@ -126,7 +126,7 @@ def _epoch_rows(problems, config: SFTSettings, tokenizer, epoch: int):
     rng = random.Random(f"sft-data-{config.seed}-{epoch}")
     conversations = build_conversations(problems, config.mix, rng,
                                         grid=config.confidence_grid, question=config.confidence_question,
-                                        analysis=config.analysis,
+                                        analysis=config.analysis, reanswers=config.reanswers,
                                         failed_attempt_p=config.failed_attempt_p,
                                         max_failed_attempts=config.max_failed_attempts)
     rows = [tokenize_conversation(tokenizer, c.messages, c.reply_prefix) for c in conversations]

@@ -30,9 +30,10 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 from calibrl.data.example import TaskExample
-from calibrl.protocol.completions import chain_word_ends, early_answer_split
+from calibrl.protocol.completions import answer_part, chain_word_ends, early_answer_split
 from calibrl.protocol.modes import RLCR, TWO_TURN
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION, confidence_messages
+from calibrl.protocol.reanswer import reanswer_analysis
 from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
 from calibrl.settings.sft import CONFIDENCE_GRID, SFTMix
 from calibrl.tasks import get_task
@@ -127,12 +128,25 @@ def rlcr_conversation(example: TaskExample, trace: str, confidence: float,
                            example.index, None, confidence)
 
 
+def decoy_trace(example: TaskExample, examples: Sequence[TaskExample], rng: random.Random,
+                tries: int = 8) -> str | None:
+    """The reference trace of another problem of `examples` whose answer `example`'s task does
+    not accept (a real answer to another question: it does not look made up), or None."""
+    task = get_task(example.data_source)
+    for _ in range(tries):
+        other = examples[rng.randrange(len(examples))]
+        trace = reference_trace(other, rng) if other.index != example.index else None
+        if trace is not None and not task.verify(answer_part(trace), example.ground_truth):
+            return trace
+    return None
+
+
 def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: random.Random,
                         grid: Sequence[float] = CONFIDENCE_GRID,
                         analyses: Sequence[str] | None = None,
                         question: str = CONFIDENCE_QUESTION, failed_attempt_p: float = 0.0,
-                        max_failed_attempts: int = 0, analysis: str = "neutral"
-                        ) -> list[SFTConversation]:
+                        max_failed_attempts: int = 0, analysis: str = "neutral",
+                        reanswers: int = 3) -> list[SFTConversation]:
     """One conversation per problem with a reference solution, of a kind drawn by `mix`.
 
     Problems without a solution are skipped. Every turn-1 trace, right or wrong, starts with
@@ -141,8 +155,13 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
     (falling back to the correct trace if no corruption fails the verifier); confidence and
     analysis are drawn after, and independently of, that choice; with `analysis="task"` the
     analysis is the task's examination of the answer in the context instead (the same draws
-    are made, so the rest of the data is unchanged).
+    are made, so the rest of the data is unchanged). With `analysis="reanswer"` the analysis
+    answers the question again, `reanswers` times, with the reference answer
+    (`calibrl.protocol.reanswer`), and a task without wrong traces gets another problem's
+    trace as its wrong context (`decoy_trace`): re-answers that differ from the answer in the
+    context teach recalling the answer, not copying it.
     """
+    examples = list(examples)
     out = []
     for example in examples:
         failed = draw_failed_attempts(rng, failed_attempt_p, max_failed_attempts)
@@ -157,17 +176,22 @@ def build_conversations(examples: Iterable[TaskExample], mix: SFTMix, rng: rando
             early = early_answer_conversation(example, trace, rng)
             out.append(early if early is not None else answer_conversation(example, trace))
             continue
+        task = get_task(example.data_source)
         context, correct = trace, True
         if kind == "confidence" and rng.random() < mix.wrong_share:
-            wrong = get_task(example.data_source).wrong_trace(example, rng, failed)
+            wrong = task.wrong_trace(example, rng, failed)
+            if wrong is None and analysis == "reanswer":
+                wrong = decoy_trace(example, examples, rng)
             if wrong is not None:
                 context, correct = wrong, False
-        pool = analyses or get_task(example.data_source).neutral_analyses
+        pool = analyses or task.neutral_analyses
         confidence, text = rng.choice(grid), rng.choice(pool)
         if analysis == "task":
             examined = context if kind == "confidence" else trace
-            task_text = get_task(example.data_source).analysis(examined, example.ground_truth)
+            task_text = task.analysis(examined, example.ground_truth)
             text = task_text if task_text is not None else text
+        elif analysis == "reanswer":
+            text = reanswer_analysis([task.extract_answer(answer_part(trace))] * reanswers)
         if kind == "confidence":
             out.append(confidence_conversation(example, context, correct, confidence, text,
                                                question))

@@ -29,7 +29,7 @@ from calibrl.evaluation.metrics import (
     risk_coverage,
 )
 from calibrl.evaluation.records import record_arrays
-from calibrl.evaluation.summary import group_rows, mean_extra_scores, summarize
+from calibrl.evaluation.summary import mean_extra_scores, summarize, summarize_by_group
 
 
 @dataclass(frozen=True)
@@ -118,14 +118,7 @@ def compute_evaluation(
     conf, correct = arrays.scored(unparsable_confidence), arrays.correct
     groups = arrays.groups if arrays.grouped else None
     extras = mean_extra_scores(arrays)
-    by_group = None
-    if arrays.grouped:
-        by_group = {}
-        for label, rows in group_rows(arrays).items():
-            part = arrays.take(rows)
-            by_group[label] = summarize(part, **options)
-            if extras:  # the task's own scores (e.g. token F1) per group too
-                by_group[label]["extra_scores"] = mean_extra_scores(part)
+    by_group = summarize_by_group(arrays, **options) if arrays.grouped else None
     within, baselines = None, None
     if arrays.grouped and with_confidence:
         within = within_group_auroc(conf, correct, arrays.groups)[0]

@@ -113,11 +113,18 @@ def summarize_by_group(
     n_bins: int = DEFAULT_N_BINS,
     unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
 ) -> dict[str, dict[str, float | int | None]]:
-    """`summarize` of each group's records, keyed by group label in `natural_key` order.
+    """`summarize` of each group's records, keyed by group label in `natural_key` order, with
+    the group's "extra_scores" when the task has any (`mean_extra_scores`).
 
     Records without a group are reported under `NO_GROUP`. Arguments as in `summarize`.
     """
     arrays = as_arrays(data)
-    return {label: summarize(arrays.take(rows), with_confidence=with_confidence, n_bins=n_bins,
-                             unparsable_confidence=unparsable_confidence)
-            for label, rows in group_rows(arrays).items()}
+    with_extras = bool(mean_extra_scores(arrays))
+    out = {}
+    for label, rows in group_rows(arrays).items():
+        part = arrays.take(rows)
+        out[label] = summarize(part, with_confidence=with_confidence, n_bins=n_bins,
+                               unparsable_confidence=unparsable_confidence)
+        if with_extras:  # the task's own scores (e.g. token F1) per group too
+            out[label]["extra_scores"] = mean_extra_scores(part)
+    return out

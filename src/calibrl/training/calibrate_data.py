@@ -137,22 +137,30 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
         score_tree(tree)
         for prompt in tree.prompts:
             task = get_task(prompt.data_source)
-            texts = [a.sample.text for a in prompt.answers]
-            keys = [task.extract_answer(answer_part(t)) for t in texts]
+            keys = [task.extract_answer(answer_part(a.sample.text)) for a in prompt.answers]
             keys = [None if k is None else str(k).strip() for k in keys]
-            agrees = agreement(keys)
             analyses = _analyses(config, keys, prompt.answers)
-            for answer, agree, analysis in zip(prompt.answers, agrees, analyses, strict=True):
-                correct = bool(answer.correct)
-                target = float(correct) if config.target == "label" else agree
+            for answer, agree, analysis in zip(prompt.answers, agreement(keys), analyses,
+                                               strict=True):
                 graded.append(GradedAnswer(prompt.index, task.difficulty(prompt.ground_truth),
-                                           answer.sample.text, correct, analysis, target, agree))
+                                           answer.sample.text, bool(answer.correct), analysis,
+                                           0.0, agree))
         if progress is not None:
             progress(len(chunk))
-    if config.target == "mapped_agreement":
-        targets = mapped_targets([g.agreement for g in graded], [g.correct for g in graded])
-        graded = [replace(g, target=t) for g, t in zip(graded, targets, strict=True)]
-    return graded
+    targets = confidence_targets(config.target, [g.correct for g in graded],
+                                 [g.agreement for g in graded])
+    return [replace(g, target=t) for g, t in zip(graded, targets, strict=True)]
+
+
+def confidence_targets(target: str, correct: Sequence[bool], agreements: Sequence[float]
+                       ) -> list[float]:
+    """Each graded answer's target (`CalibrateSection.target`): its grade, its agreement with
+    the prompt's other answers, or that agreement mapped to the accuracy at it."""
+    if target == "label":
+        return [float(c) for c in correct]
+    if target == "agreement":
+        return [float(a) for a in agreements]
+    return mapped_targets(agreements, correct)
 
 
 def confidence_row(tokenizer: Any, example: TaskExample, graded: GradedAnswer,

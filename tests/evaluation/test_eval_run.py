@@ -129,8 +129,8 @@ def test_eval_on_two_data_sets_of_different_tasks_reports_each_and_pooled(setup,
         assert f"| {run} |" in printed
 
 
-def test_the_readout_folds_a_country_s_questions_together(tmp_path, tiny_model_dir,
-                                                         monkeypatch):
+def test_a_country_s_questions_stay_together_in_readout_table_and_bootstrap(
+        tmp_path, tiny_model_dir, monkeypatch):
     from calibrl.tasks.short_answer.facts import country_of
     from calibrl.tasks.short_answer.task import ShortAnswerTask
 
@@ -143,12 +143,23 @@ def test_the_readout_folds_a_country_s_questions_together(tmp_path, tiny_model_d
         seen["clusters"] = list(clusters)
         return real(features, correct, clusters, *args, **kwargs)
 
+    real_compute = run_module.compute_evaluation
+
+    def spy_compute(records, **kwargs):
+        seen["table and bootstrap"] = list(kwargs["clusters"])
+        return real_compute(records, **kwargs)
+
     monkeypatch.setattr(run_module, "out_of_fold_readout", spy)
+    monkeypatch.setattr(run_module, "compute_evaluation", spy_compute)
     out = tmp_path / "eval"
     evaluate(tiny_model_dir, data, out, EvalSection(max_answer_tokens=4,
-                                                    max_confidence_tokens=3, bootstrap=0))
+                                                    max_confidence_tokens=3, bootstrap=20))
     rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert seen["clusters"] == [r["cluster"] for r in rows]
+    # The difficulty table leaves a country out whole and the bootstrap draws it whole: its
+    # answers are known or not together, so one question per draw would narrow the interval.
+    assert seen["table and bootstrap"] == seen["clusters"]
+    assert len({r["index"] for r in rows}) == 8
     assert [r["cluster"] for r in rows] == [
         f"country: {country_of(r['ground_truth']['question'])}" for r in rows]
     assert len(set(seen["clusters"])) == 4

@@ -47,7 +47,8 @@ def bootstrap_intervals(
     Args:
         confidences, correct: shape (N,), as every metric takes them (unparsable confidences
             already replaced, see `calibration_arrays`).
-        clusters: shape (N,), the problem each answer belongs to; one draw resamples problems.
+        clusters: shape (N,), the problem (or cluster of problems) each answer belongs to;
+            one draw resamples clusters.
         groups: shape (N,), difficulty labels for "within_group_auroc"; None leaves it None.
         draws: bootstrap resamples (> 0); seed: their random generator's seed.
         level: the interval's coverage, e.g. 0.95 for the 2.5th-97.5th percentiles.

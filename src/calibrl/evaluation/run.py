@@ -8,7 +8,8 @@ count it as 0 and report the share), whether an answer could be extracted at all
 difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group), the
 answer's likelihood under the model (`calibrl.evaluation.baselines`, a baseline only) and the
 problem's readout `cluster` (`Task.readout_cluster`: the problem, or what the task says belongs
-together, e.g. a made-up country's four questions), by which the readout reference is folded.
+together, e.g. a made-up country's four questions), by which the readout reference and the
+difficulty table are folded and the bootstrap draws.
 The rows are the records the metrics read (`calibrl.evaluation.records`): the evaluation is
 computed once (`compute_evaluation`) and then written.
 Writes, in `out_dir`: `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`,
@@ -138,10 +139,11 @@ def _write_run(out: Path, rows: list[dict[str, Any]], settings: EvalSection, nam
     with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES}) as tmp:
         (tmp / PREDICTIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows),
                                             encoding="utf-8")
-        # The table and the bootstrap keep to problems; only the readout folds by cluster.
+        # Answers of one cluster (the problem; for facts the country) are not independent: the
+        # bootstrap draws them together and the table leaves them out together, as the readout.
         result = compute_evaluation(rows, name=name, mode=settings.mode,
                                     with_confidence=get_mode(settings.mode).states_confidence,
-                                    clusters=[row["index"] for row in rows],
+                                    clusters=[row["cluster"] for row in rows],
                                     bootstrap=settings.bootstrap)
         return write_evaluation(tmp, result)
 

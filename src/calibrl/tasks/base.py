@@ -142,10 +142,11 @@ class Task(ABC):
         return json.dumps(ground_truth, sort_keys=True, default=str)
 
     def readout_cluster(self, ground_truth: Mapping[str, Any]) -> Hashable:
-        """The cluster whose answers the evaluation's readout reference keeps in one fold
-        (`calibrl.evaluation.readout`): problems that share what a probe could learn from one
-        to score another (the facts task: a country's questions). Default: the problem itself,
-        `problem_key` (Countdown: each problem its own cluster)."""
+        """The cluster whose answers the evaluation keeps together: in one fold of the readout
+        reference (`calibrl.evaluation.readout`) and of the difficulty table, and in one draw of
+        the bootstrap — problems that share what a probe could learn from one to score another
+        (the facts task: a country's questions). Default: the problem itself, `problem_key`
+        (Countdown: each problem its own cluster)."""
         return self.problem_key(ground_truth)
 
     def generate(self, n: int, *, seed: int = 0, test_size: int | None = None,

@@ -3,9 +3,15 @@
 Each folder is the output of one `calibrl demo` (Countdown or facts) with the confidence warm-up:
 it reads `eval-before/`, `eval-calibrated/` and `eval-after/` and prints, per stage, the stated
 confidence's metrics and, on the same answers, the three references (difficulty table,
-readout, answer likelihood), then the within-group AUROC of each difficulty group.
+readout, answer likelihood), then the within-group AUROC of each difficulty group. The RL
+baselines from the same answer warm-up are added where `runs/compare_modes.py` wrote them into
+the folder's `baselines/` (two-turn RLCR without the confidence warm-up, RLVR, single-turn RLCR):
 
-    for s in 1 2 3; do .venv/bin/calibrl demo seed=$s --out outputs/demo-s$s; done
+    for s in 1 2 3; do
+      .venv/bin/calibrl demo seed=$s out_dir=outputs/demo-s$s
+      .venv/bin/python runs/compare_modes.py --demo outputs/demo-s$s \
+          --out outputs/demo-s$s/baselines --modes two_turn rlvr rlcr --seeds $s --no-sft
+    done
     .venv/bin/python runs/stage_table.py outputs/demo-s1 outputs/demo-s2 outputs/demo-s3
 """
 
@@ -16,9 +22,13 @@ import json
 import statistics
 from pathlib import Path
 
+# (folder pattern inside a demo folder, label); a pattern matches one folder per demo run
 STAGES = (("eval-before", "answer warm-up (SFT)"),
           ("eval-calibrated", "confidence warm-up"),
-          ("eval-after", "then two-turn RLCR"))
+          ("eval-after", "then two-turn RLCR"),
+          ("baselines/eval-two_turn-seed*", "two-turn RLCR without the confidence warm-up"),
+          ("baselines/eval-rlvr-seed*", "RLVR from the answer warm-up"),
+          ("baselines/eval-rlcr-seed*", "single-turn RLCR from the answer warm-up"))
 REFERENCES = (("difficulty_table", "difficulty table (no model)"),
               ("readout", "readout of the state (not stated)"),
               ("answer_likelihood", "answer likelihood (not stated)"))
@@ -35,10 +45,10 @@ def cell(values: list[float | None]) -> str:
     return f"{mean:.3f}" if len(present) == 1 else f"{mean:.3f} ± {statistics.stdev(present):.3f}"
 
 
-def stage_metrics(runs: list[Path], folder: str) -> list[dict]:
-    """The metrics.json of `folder` in each run that has one."""
-    return [json.loads((run / folder / "metrics.json").read_text()) for run in runs
-            if (run / folder / "metrics.json").is_file()]
+def stage_metrics(runs: list[Path], pattern: str) -> list[dict]:
+    """The metrics.json of the folder matching `pattern` in each run that has one."""
+    found = [sorted(run.glob(f"{pattern}/metrics.json")) for run in runs]
+    return [json.loads(files[0].read_text()) for files in found if files]
 
 
 def rows(runs: list[Path]) -> list[tuple[str, dict[str, str]]]:

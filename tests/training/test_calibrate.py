@@ -216,3 +216,28 @@ def test_mapped_agreement_targets_are_the_accuracy_at_each_agreement(tmp_path, d
     for g in graded:
         same = [h["correct"] for h in graded if h["agreement"] == g["agreement"]]
         assert g["target"] == pytest.approx(sum(same) / len(same))
+
+
+def test_mapped_likelihood_targets_map_the_likelihood_on_other_prompts(tmp_path,
+                                                                      data_and_model):
+    from calibrl.algo.confidence_loss import held_out_binned_targets
+    from calibrl.evaluation.readout import fold_of
+
+    data, model = data_and_model
+    cfg = config(tmp_path, data=str(data), model=str(model), prompts=10, answers_per_prompt=2,
+                 steps=1, max_answer_tokens=16, max_confidence_tokens=12,
+                 target="mapped_likelihood")
+    run_calibrate(cfg)
+    graded = [json.loads(line) for line in (Path(cfg.out) / "graded.jsonl").read_text()
+              .splitlines()]
+    task = get_task("countdown")
+    by_index = {ex.index: ex for ex in examples()}
+    assert all(g["cluster"] == str(task.readout_cluster(by_index[g["index"]].ground_truth))
+               for g in graded)
+    assert all(0.0 < g["likelihood"] <= 1.0 for g in graded)  # sampled answers have log-probs
+    want = held_out_binned_targets([g["likelihood"] for g in graded],
+                                   [g["correct"] for g in graded],
+                                   fold_of([g["cluster"] for g in graded]).tolist())
+    assert [g["target"] for g in graded] == pytest.approx(want)
+    with pytest.raises(UserError, match="held-out prompts: prompts must be at least 2"):
+        config(tmp_path, prompts=1, target="mapped_likelihood")

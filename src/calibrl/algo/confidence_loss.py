@@ -13,6 +13,11 @@ tokens, renormalised over them. Each loss returns one value per row; the caller 
   With 0/1 targets it is log-loss on two tokens; with a fractional target (agreement over
   resamples) it is plain SFT on the rounded target.
 
+The targets other than the grade are estimates the model makes of itself: `agreement` with its
+other samples, `mapped_targets` (a score mapped to the accuracy at it) and
+`held_out_binned_targets` (a score such as the answer's likelihood mapped to the accuracy of
+other prompts' answers with a similar score).
+
 `value_mass_nll` is the format part: -log of the probability mass the full vocabulary puts on
 the K value tokens, so renormalising over them cannot hide mass drifting to other tokens.
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -97,3 +103,35 @@ def mapped_targets(scores: Sequence[float], correct: Sequence[bool]) -> list[flo
         tally[0] += bool(ok)
         tally[1] += 1
     return [right[float(s)][0] / right[float(s)][1] for s in scores]
+
+
+def held_out_binned_targets(scores: Sequence[float], correct: Sequence[bool],
+                            folds: Sequence[int], bins: int = 10) -> list[float]:
+    """Each answer's score (e.g. its likelihood) mapped to a probability on *other* prompts:
+    for the answers of fold k, the other folds' scores are cut into `bins` equal-count bins and
+    an answer's target is the share of right answers among the other folds' answers in its bin
+    (histogram binning, cross-fitted, so no answer's target counts its own grade). A bin with
+    no other-fold answers gets the other folds' accuracy.
+
+    scores, correct, folds: (N,) per answer; folds keep a prompt's (or a cluster's) answers
+    together. Returns N targets in [0, 1]."""
+    if not len(scores) == len(correct) == len(folds):
+        raise ValueError(f"{len(scores)} scores, {len(correct)} grades, {len(folds)} folds")
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+    fold = np.asarray(folds)
+    if len(np.unique(fold)) < 2:
+        raise ValueError("held-out targets need answers in at least two folds")
+    score = np.asarray(scores, dtype=np.float64)
+    right = np.asarray(correct, dtype=np.float64)
+    out = np.empty(len(score))
+    for k in np.unique(fold):
+        held, fit = fold == k, fold != k
+        inner = np.quantile(score[fit], np.linspace(0, 1, bins + 1)[1:-1])  # bins - 1 edges
+        fit_bin = np.searchsorted(inner, score[fit], side="right")
+        held_bin = np.searchsorted(inner, score[held], side="right")
+        total = np.bincount(fit_bin, minlength=bins)
+        hits = np.bincount(fit_bin, weights=right[fit], minlength=bins)
+        rate = np.where(total > 0, hits / np.maximum(total, 1), right[fit].mean())
+        out[held] = rate[held_bin]
+    return out.tolist()

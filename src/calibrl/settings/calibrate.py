@@ -17,18 +17,21 @@ class CalibrateSection(ConfidenceSampling):
     prompts: int = Field(700, gt=0, description="Training prompts answered (the first N of "
                          "the data file; never the test split).")
     answers_per_prompt: int = Field(4, ge=1, description="Answers sampled per prompt and "
-                                    "graded by the task's verifier (>= 2 for target=agreement).")
+                                    "graded by the task's verifier (>= 2 for the agreement targets).")
     temperature: float = Field(1.0, gt=0, allow_inf_nan=False, description="Sampling "
                                "temperature of the graded answers and of the model's own "
                                "analyses.")
     batch_prompts: int = Field(64, gt=0, description="Prompts sampled together.")
-    target: Literal["label", "agreement", "mapped_agreement"] = Field(
+    target: Literal["label", "agreement", "mapped_agreement", "mapped_likelihood"] = Field(
         "label", description="What the stated confidence is trained towards: 'label', the "
         "answer's grade (1 right, 0 wrong); 'agreement', the share of the prompt's other "
         "sampled answers that give the same answer (an estimate the model makes of itself); "
         "'mapped_agreement', that share mapped to the accuracy of all graded answers with the "
-        "same share (calibrated, and with analysis=reanswer a function of what turn 2 shows). "
-        "No grade is needed at inference either way.")
+        "same share (calibrated, and with analysis=reanswer a function of what turn 2 shows); "
+        "'mapped_likelihood', the answer's likelihood under the model (exp of its mean token "
+        "log-prob when sampled) mapped to the accuracy of other prompts' answers with a "
+        "similar likelihood (10 equal-count bins, 5 folds by the task's cluster). No grade is "
+        "needed at inference either way.")
     analysis: Literal["own", "reanswer"] = Field(
         "own", description="The turn-2 analysis the model is taught to write before its "
         "value: 'own', the analysis it writes now (kept as it is); 'reanswer', the question "
@@ -68,7 +71,10 @@ class CalibrateSection(ConfidenceSampling):
             raise ValueError(f"analysis=reanswer shows {self.reanswers} other answers of the "
                              f"prompt: answers_per_prompt must exceed reanswers, got "
                              f"{self.answers_per_prompt}")
-        if self.target != "label" and self.answers_per_prompt < 2:
+        if self.target == "mapped_likelihood" and self.prompts < 2:
+            raise ValueError("target=mapped_likelihood maps on held-out prompts: prompts must "
+                             "be at least 2")
+        if self.target in ("agreement", "mapped_agreement") and self.answers_per_prompt < 2:
             raise ValueError(f"target={self.target} compares a prompt's answers: answers_per_prompt "
                              "must be at least 2")
         return self

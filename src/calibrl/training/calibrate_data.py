@@ -27,9 +27,16 @@ from typing import Any
 import torch
 
 from calibrl.algo import score_tree
-from calibrl.algo.confidence_loss import agreement, mapped_targets, nearest_value_index
+from calibrl.algo.confidence_loss import (
+    agreement,
+    held_out_binned_targets,
+    mapped_targets,
+    nearest_value_index,
+)
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
+from calibrl.evaluation.baselines import answer_likelihood
+from calibrl.evaluation.readout import fold_of
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.prompts import confidence_messages
@@ -86,6 +93,8 @@ class GradedAnswer:
     analysis: str
     target: float
     agreement: float = 0.0  # share of the prompt's other answers that give the same answer
+    likelihood: float = 0.0  # exp(mean token log-prob) of the answer when sampled (0: none)
+    cluster: str = ""  # Task.readout_cluster: what held-out targets keep in one fold
 
 
 @dataclass(frozen=True)
@@ -140,27 +149,38 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
             keys = [task.extract_answer(answer_part(a.sample.text)) for a in prompt.answers]
             keys = [None if k is None else str(k).strip() for k in keys]
             analyses = _analyses(config, keys, prompt.answers)
+            cluster = str(task.readout_cluster(prompt.ground_truth))
             for answer, agree, analysis in zip(prompt.answers, agreement(keys), analyses,
                                                strict=True):
-                graded.append(GradedAnswer(prompt.index, task.difficulty(prompt.ground_truth),
-                                           answer.sample.text, bool(answer.correct), analysis,
-                                           0.0, agree))
+                graded.append(GradedAnswer(
+                    prompt.index, task.difficulty(prompt.ground_truth), answer.sample.text,
+                    bool(answer.correct), analysis, 0.0, agree,
+                    answer_likelihood(answer.sample.logprobs) or 0.0, cluster))
         if progress is not None:
             progress(len(chunk))
-    targets = confidence_targets(config.target, [g.correct for g in graded],
-                                 [g.agreement for g in graded])
+    targets = confidence_targets(config.target, graded)
     return [replace(g, target=t) for g, t in zip(graded, targets, strict=True)]
 
 
-def confidence_targets(target: str, correct: Sequence[bool], agreements: Sequence[float]
-                       ) -> list[float]:
+def confidence_targets(target: str, graded: Sequence[GradedAnswer]) -> list[float]:
     """Each graded answer's target (`CalibrateSection.target`): its grade, its agreement with
-    the prompt's other answers, or that agreement mapped to the accuracy at it."""
+    the prompt's other answers, that agreement mapped to the accuracy at it, or its likelihood
+    mapped to the accuracy of other clusters' answers of similar likelihood (folds by
+    `cluster`, as the evaluation's readout)."""
+    correct = [g.correct for g in graded]
     if target == "label":
         return [float(c) for c in correct]
     if target == "agreement":
-        return [float(a) for a in agreements]
-    return mapped_targets(agreements, correct)
+        return [float(g.agreement) for g in graded]
+    if target == "mapped_agreement":
+        return mapped_targets([g.agreement for g in graded], correct)
+    if target == "mapped_likelihood":
+        if len({g.cluster for g in graded}) < 2:
+            raise UserError("target=mapped_likelihood maps each answer's likelihood on other "
+                            "prompts: the graded prompts are all one cluster; use more prompts")
+        return held_out_binned_targets([g.likelihood for g in graded], correct,
+                                       fold_of([g.cluster for g in graded]).tolist())
+    raise ValueError(f"unknown target {target!r}")
 
 
 def confidence_row(tokenizer: Any, example: TaskExample, graded: GradedAnswer,

@@ -1,6 +1,7 @@
 """The three mode rollouts: tree shapes, conversations of turn 2, truncation, templates."""
 
 import pytest
+import torch
 
 from calibrl.algo import score_tree
 from calibrl.data import TaskExample
@@ -67,6 +68,26 @@ def test_same_seed_same_rollout(parts):
     texts = lambda t: [(x.sample.text, [c.text for c in x.confidences])  # noqa: E731
                        for p in t.prompts for x in p.answers]
     assert texts(a) == texts(b)
+
+
+def test_a_greedy_confidence_turn_after_sampled_answers(parts):
+    from dataclasses import replace
+
+    tokenizer, engine, examples = parts
+    greedy = replace(SETTINGS, confidence_temperature=0.0)
+    sampled = run_rollout(engine, tokenizer, examples, SETTINGS, "two_turn", 3)
+    tree = run_rollout(engine, tokenizer, examples, greedy, "two_turn", 3)
+    answers = lambda t: [a.sample.text for p in t.prompts for a in p.answers]  # noqa: E731
+    assert answers(tree) == answers(sampled)  # turn 1 keeps its temperature
+    assert len(set(answers(tree))) > 1
+    for prompt in tree.prompts:
+        for answer in prompt.answers:  # the two confidences of an answer: both its argmax
+            first, second = answer.confidences
+            assert first.token_ids == second.token_ids
+            logits = engine.model(torch.tensor([first.context_ids])).logits[0, -1]
+            assert first.token_ids[0] == int(logits.argmax())
+    assert any(a.confidences[0].token_ids != a.confidences[1].token_ids
+               for p in sampled.prompts for a in p.answers)
 
 
 def test_plain_template_and_prompt_truncation(parts):

@@ -105,6 +105,7 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
     engine = engine or make_engine("hf", model, tokenizer)
     rollout = RolloutSettings(num_generations_answer=settings.samples,
                               num_generations_confidence=1, temperature=settings.temperature,
+                              confidence_temperature=settings.confidence_temperature,
                               top_p=settings.top_p, top_k=settings.top_k,
                               max_answer_tokens=settings.max_answer_tokens,
                               max_confidence_tokens=settings.max_confidence_tokens,

@@ -34,6 +34,7 @@ class RolloutSettings:
     num_generations_answer: int = 4
     num_generations_confidence: int = 2
     temperature: float = 1.0
+    confidence_temperature: float | None = None  # turn 2's; None: `temperature`
     top_p: float = 1.0
     top_k: int = 0
     max_answer_tokens: int = 128
@@ -60,8 +61,9 @@ class RolloutSettings:
                                                   self.max_confidence_tokens)
 
     def params(self, n: int, max_new_tokens: int, stop: tuple[str, ...], seed: int | None,
-               first_stream: int = 0) -> SamplingParams:
-        return SamplingParams(n=n, temperature=self.temperature, top_p=self.top_p,
+               first_stream: int = 0, temperature: float | None = None) -> SamplingParams:
+        temperature = self.temperature if temperature is None else temperature
+        return SamplingParams(n=n, temperature=temperature, top_p=self.top_p,
                               top_k=self.top_k, max_new_tokens=max_new_tokens, stop=stop,
                               seed=seed, first_stream=first_stream)
 
@@ -140,7 +142,7 @@ def sample_confidences(engine: Engine, tokenizer: Any, tree: RolloutTree,
             contexts.append(encode_messages(tokenizer, messages, settings.chat_template))
     params = settings.params(n or settings.num_generations_confidence,
                              settings.max_confidence_tokens, spec.confidence_stop,
-                             _seed(seed, 1), first_answer)
+                             _seed(seed, 1), first_answer, settings.confidence_temperature)
     for answer, context, gens in zip(answers, contexts, engine.generate(contexts, params),
                                      strict=True):
         answer.confidences = [_sample(context, g) for g in gens]

@@ -18,7 +18,12 @@ class EvalSection(ConfidenceSampling):
                       "turn): a mode name as in algorithm.mode.")
     samples: int = Field(1, ge=1, description="Answers sampled per prompt.")
     temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="Sampling "
-                               "temperature (both turns); 0 = greedy.")
+                               "temperature (both turns, unless confidence_temperature is "
+                               "set); 0 = greedy.")
+    confidence_temperature: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="Sampling temperature of the confidence "
+        "turn alone; None: `temperature`. 0 states the model's most likely value, so the "
+        "stated confidence does not carry the noise of one sampled digit.")
     max_examples: int | None = Field(None, ge=0, description="Evaluate the first N examples "
                                      "only (None: all).")
     batch_prompts: int = Field(64, gt=0, description="Prompts sampled together.")

@@ -25,11 +25,14 @@ sampling, stop checks, row selection and the loop's own bookkeeping.
 The samples' digest (sha256 of every generated token id) is printed and saved: the same
 model, data and seeds must give the same digest before and after a speed-up.
 
-    nice -n 10 .venv/bin/python benchmarks/rollout/bench_decode.py [--model DIR] [--tiny]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/rollout/bench_decode.py [--model DIR] [--tiny]
+        [--decode exact|fused]
 
 Default model: the demo's warm-up `outputs/demo/sft/model` and its test split; `--tiny` (or no
 demo model): a random model of the demo's shape (hidden 192, 4 layers, 4 heads) on generated
-problems. Writes benchmarks/results/decode.json.
+problems. `--decode fused` measures the quicker step that rounds differently
+(`calibrl.rollout.fused_forward`; its samples' digest differs from the exact path's). Writes
+benchmarks/results/decode.json (`--decode fused`: decode_fused.json).
 """
 
 from __future__ import annotations
@@ -179,6 +182,11 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
         fast_forward = None
 
     patches: list[tuple[Any, str, Any]] = []
+    items: list[tuple[dict, str, Any]] = []
+
+    def patch_item(table: dict, key: str, new: Any) -> None:
+        items.append((table, key, table[key]))
+        table[key] = new
 
     def patch(obj: Any, name: str, new: Any) -> None:
         if not hasattr(obj, name):  # an older calibrl (the "before" measurement)
@@ -215,6 +223,16 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
         AttentionInterface._global_mapping[k] = prof.wrap("attention", fn)
     if hasattr(fast_forward, "sdpa_decode"):
         patch(fast_forward, "sdpa_decode", prof.wrap("attention", fast_forward.sdpa_decode))
+    try:
+        from calibrl.rollout import fused_forward
+    except ImportError:  # an older calibrl
+        fused_forward = None
+    if fused_forward is not None:
+        for name in ("_mm", "_addmm"):
+            patch(fused_forward, name, prof.wrap("linear layers", getattr(fused_forward, name)))
+        for key, path in list(fused_forward.DECODE_PATHS.items()):
+            patch_item(fused_forward.DECODE_PATHS, key, type(path)(
+                path.step, prof.wrap("attention", path.attention)))
     hooks = []
     if fast_forward is not None and fast_forward.supported(model):  # hooks would send it down the ordinary path
         patch(fast_forward, "_linear", prof.wrap("linear layers", fast_forward._linear))
@@ -232,6 +250,8 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
         AttentionInterface._global_mapping.update(originals)
         for obj, name, old in reversed(patches):
             setattr(obj, name, old)
+        for table, key, old in reversed(items):
+            table[key] = old
 
 
 # --- the workloads ------------------------------------------------------------------------------
@@ -289,7 +309,9 @@ def workloads(model, tokenizer, examples, args, pkg: str = "calibrl"
     config = mod("settings.probe").ProbeSection(
         samples=args.samples, max_answer_tokens=args.probe_tokens,
         traces_per_batch=args.traces_per_batch, max_rows=args.max_rows, seed=0)
-    engine = HFEngine(model, tokenizer)
+    # The decoding path, named only when not the default (an older calibrl has no option).
+    decoding = {"decode": args.decode} if getattr(args, "decode", "exact") != "exact" else {}
+    engine = HFEngine(model, tokenizer)  # the traces, always exact: the same for both paths
     traces = mod("probe.traces").generate_traces(engine, tokenizer,
                                                  list(enumerate(examples[:args.traces])), config)
     suffix = tokenizer(config.forced_text, add_special_tokens=False)["input_ids"]
@@ -298,7 +320,7 @@ def workloads(model, tokenizer, examples, args, pkg: str = "calibrl"
     stop = ("</answer>",)
 
     def probe() -> list:
-        sampler = CachedSampler(HFEngine(model, tokenizer), max_rows=args.max_rows)
+        sampler = CachedSampler(HFEngine(model, tokenizer, **decoding), max_rows=args.max_rows)
         rows = []
         for start in range(0, len(traces), config.traces_per_batch):
             rows += probe_traces(traces[start:start + config.traces_per_batch], sampler,
@@ -306,12 +328,12 @@ def workloads(model, tokenizer, examples, args, pkg: str = "calibrl"
         return rows
 
     def eval_() -> list:
-        out = HFEngine(model, tokenizer, max_batch_size=64).generate(
+        out = HFEngine(model, tokenizer, max_batch_size=64, **decoding).generate(
             prompts, SamplingParams(n=2, temperature=1.0, max_new_tokens=64, stop=stop, seed=1))
         return out
 
     def rollout() -> list:
-        out = HFEngine(model, tokenizer, max_batch_size=64).generate(
+        out = HFEngine(model, tokenizer, max_batch_size=64, **decoding).generate(
             prompts[:8], SamplingParams(n=4, temperature=1.0, max_new_tokens=48, stop=stop,
                                         seed=2))
         return out
@@ -385,12 +407,18 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-rows", type=int, default=1024)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks/results/decode.json"))
+    parser.add_argument("--decode", default="exact", choices=["exact", "fused"],
+                        help="the decoding step (HFEngine's `decode`)")
+    parser.add_argument("--out", help="results file (default: benchmarks/results/decode.json, "
+                        "decode_fused.json with --decode fused)")
     return parser
 
 
 def main() -> None:
     args = make_parser().parse_args()
+    if args.out is None:
+        suffix = "" if args.decode == "exact" else f"_{args.decode}"
+        args.out = str(ROOT / f"benchmarks/results/decode{suffix}.json")
     torch.set_num_threads(args.threads)
     model, tokenizer, examples, source = load(args)
     results = {}

@@ -19,7 +19,9 @@ token at step `t` from `uniforms(seed, derive_seed(key, cut), s, t)`, a pure fun
 samples; batching, the other jobs of a call and resuming leave the samples unchanged. The
 token-by-token loop is `calibrl.rollout.decode.decode_rows`, the one `HFEngine` runs too, and
 its steps go through `calibrl.rollout.fast_forward.StepForward` where the model allows
-(bit-identical to `model(...)`).
+(bit-identical to `model(...)`), or with `decode="fused"` through the quicker
+`fused_forward.FusedStepForward` (equal up to float rounding; the attention over the shared
+prefix is the same either way).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from calibrl.probe.shared_prefix import (
     shared_prefix_attention,
     supported,
 )
-from calibrl.rollout import fast_forward, kv_cache
+from calibrl.rollout import fast_forward, fused_forward, kv_cache
 from calibrl.rollout.decode import decode_rows
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
 from calibrl.rollout.hf_engine import HFEngine, plan_chunks
@@ -92,9 +94,13 @@ class CachedSampler:
             full-attention one); also usable to generate the traces.
         max_rows: sequences decoded at once; bounds memory (each holds its forced text and
             answer; prefixes are stored once per job).
+        decode: the decoding step, "exact" or "fused" (as `HFEngine`'s); default: the engine's.
     """
 
-    def __init__(self, engine: HFEngine, max_rows: int = 512) -> None:
+    def __init__(self, engine: HFEngine, max_rows: int = 512, decode: str | None = None
+                 ) -> None:
+        self.decode = engine.decode if decode is None else decode
+        fused_forward.decode_path(self.decode)  # fail early on an unknown name
         if max_rows < 1:
             raise UserError(f"max_rows must be >= 1, got {max_rows}")
         if not supported(engine.model):
@@ -205,7 +211,7 @@ class _SharedPrefixRows:
         self.sampler, self.cache, self.prefix = sampler, cache, prefix
         model = sampler.engine.model
         # The same layers without transformers' per-call work, where the model allows.
-        self.step = (fast_forward.StepForward(model, positions)
+        self.step = (fused_forward.decode_path(sampler.decode).step(model, positions)
                      if fast_forward.supported(model) else None)
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,8 @@ def make_engine(kind: str, model: Any, tokenizer: Any, **options: Any) -> Engine
         model: a transformers model; for "vllm" also a model directory, which vLLM loads
             itself (no transformers copy in memory, e.g. for the probe).
         options: passed to `HFEngine` / `VLLMEngine` (e.g. `max_batch_size`,
-            `gpu_memory_utilization`).
+            `gpu_memory_utilization`; for "hf", `decode="fused"` takes the quicker decoding
+            step that rounds differently, `calibrl.rollout.fused_forward`).
     """
     # Imported here: each engine pulls in torch, and vLLM is an optional extra.
     if kind == "hf":

@@ -8,7 +8,8 @@ samples straddle two chunks is encoded in both). Rows are decoded by
 `calibrl.rollout.decode.decode_rows` and leave the batch, and the cache, as soon as they stop.
 For Llama-family models a decoding step skips `model(...)`'s per-call machinery
 (`fast_forward.StepForward`) and writes into preallocated KV buffers (`_StaticRows`); the
-logits are bit-identical to `model(...)`'s, so the samples are too.
+logits are bit-identical to `model(...)`'s, so the samples are too. `decode="fused"` takes a
+quicker step that rounds differently (`fused_forward`: equal in distribution, not bit for bit).
 
 `generate_from_shared_prefix(prefix, branches, params)` encodes one sequence once and samples
 after many contexts `prefix[:cut] + suffix` read from crops of its cache; its samples equal
@@ -25,14 +26,14 @@ time spent on each (the rollout benchmark reads it).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from calibrl.errors import UserError
-from calibrl.rollout import fast_forward, kv_cache
+from calibrl.rollout import fast_forward, fused_forward, kv_cache
 from calibrl.rollout.decode import decode_rows
 from calibrl.rollout.engine import Generation, SamplingParams, check_prompts
 from calibrl.rollout.stopping import StopChecker
@@ -104,10 +105,15 @@ class HFEngine:
         max_batch_size: sequences decoded at once; bounds memory.
         eos_token_ids: tokens that end a sample; default: the tokenizer's EOS plus the model's
             `generation_config.eos_token_id`.
+        decode: how a decoding step is computed (`fused_forward.DECODE_PATHS`): "exact" (logits
+            bit-identical to `model(...)`) or "fused" (quicker; rounds differently, so a sample
+            may now and then differ). Models `fast_forward` does not support take `model(...)`
+            either way.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_batch_size: int = 64,
-                 eos_token_ids: Iterable[int] | None = None) -> None:
+                 eos_token_ids: Iterable[int] | None = None, decode: str = "exact") -> None:
+        fused_forward.decode_path(decode)  # fail early on an unknown name
         if max_batch_size < 1:
             raise UserError(f"max_batch_size must be >= 1, got {max_batch_size}")
         layer_types = set(getattr(model.config, "layer_types", None) or ["full_attention"])
@@ -117,6 +123,7 @@ class HFEngine:
         self.model = model
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
+        self.decode = decode
         self.eos_token_ids = frozenset(
             _default_eos(model, tokenizer) if eos_token_ids is None else eos_token_ids)
         pad = getattr(tokenizer, "pad_token_id", None)
@@ -216,8 +223,9 @@ class HFEngine:
                               params.max_new_tokens)
         if fast_forward.supported(self.model):
             positions = int(pos.max()) + params.max_new_tokens
-            rows: Any = _StaticRows(fast_forward.StepForward(self.model, positions), cache, mask,
-                                    params.max_new_tokens)
+            path = fused_forward.decode_path(self.decode)
+            rows: Any = _StaticRows(path.step(self.model, positions), path.attention, cache,
+                                    mask, params.max_new_tokens)
         else:
             rows = _PaddedRows(self.model, cache, mask)
         out = decode_rows(rows, logits, pos, ctx, sample, params, seed, checker)
@@ -255,18 +263,18 @@ class _PaddedRows:
 
 
 class _StaticRows:
-    """The same rows in preallocated buffers, decoded by `fast_forward.StepForward`.
+    """The same rows in preallocated buffers, decoded by a step of `fused_forward.DECODE_PATHS`.
 
     The prefilled `DynamicCache` is copied once into per-layer buffers `[R, Hk, L + T, D]` with
     room for every token to come, and the mask into a boolean `[R, L + T]`; a step writes one
     slot in place instead of concatenating the whole cache, and attends through transformers'
-    SDPA call over the filled slots, with the mask `model(...)` would build (so the logits are
-    those of `_PaddedRows`, bit for bit).
+    SDPA call over the filled slots, with the mask `model(...)` would build (so with the exact
+    path the logits are those of `_PaddedRows`, bit for bit; `attention` is the path's).
     """
 
-    def __init__(self, step: fast_forward.StepForward, cache: Any, mask: torch.Tensor,
-                 room: int) -> None:
-        self.step = step
+    def __init__(self, step: Any, attention: Callable[..., torch.Tensor], cache: Any,
+                 mask: torch.Tensor, room: int) -> None:
+        self.step, self.attention = step, attention
         self.length = mask.shape[1]
         self.keys, self.values = [], []
         for layer in cache.layers:
@@ -291,8 +299,8 @@ class _StaticRows:
             keys, values = self.keys[module.layer_idx], self.values[module.layer_idx]
             keys[:, :, slot] = k
             values[:, :, slot] = v
-            return fast_forward.sdpa_decode(module, q, keys[:, :, :slot + 1],
-                                            values[:, :, :slot + 1], visible)
+            return self.attention(module, q, keys[:, :, :slot + 1], values[:, :, :slot + 1],
+                                  visible)
 
         logits = self.step.forward(tokens, pos, attend)
         self.length += 1

@@ -8,7 +8,7 @@ baselines from the same answer warm-up are added where `runs/compare_modes.py` w
 the folder's `baselines/` (two-turn RLCR without the confidence warm-up, RLVR, single-turn RLCR):
 
     for s in 1 2 3; do
-      .venv/bin/calibrl demo seed=$s out_dir=outputs/demo-s$s
+      .venv/bin/calibrl demo seed=$s --out outputs/demo-s$s
       .venv/bin/python runs/compare_modes.py --demo outputs/demo-s$s \
           --out outputs/demo-s$s/baselines --modes two_turn rlvr rlcr --seeds $s --no-sft
     done

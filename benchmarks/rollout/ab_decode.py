@@ -7,9 +7,12 @@ under another name (`calibrl_<commit>`, its imports rewritten), both are loaded 
 process, and the workloads of `bench_decode.py` (its `load` and `workloads`: probe, eval and
 rollout on the demo's model) run old, new, old, new, ..., each call timed in the process's CPU
 time. Prints the medians and their ratio; the two sides sample the same tokens when the change
-is exact (also checked).
+is exact (also checked). `--fused` compares instead this calibrl's two decoding paths, the
+exact one ("old") and `decode="fused"` ("new"), which round differently: their tokens may
+differ now and then.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/rollout/ab_decode.py --base 8780e13
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/rollout/ab_decode.py --fused
 """
 
 from __future__ import annotations
@@ -57,7 +60,10 @@ def tokens_of(out) -> list:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--base", required=True, help="the earlier commit")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--base", help="the earlier commit")
+    which.add_argument("--fused", action="store_true",
+                       help="this calibrl's exact path against its fused one")
     p.add_argument("--model", help="model folder (default: the demo's warm-up model)")
     p.add_argument("--data", help="test split (default: the demo's)")
     p.add_argument("--rounds", type=int, nargs=3, default=(5, 15, 40),
@@ -66,11 +72,15 @@ def main() -> None:
     bench_args = bench_decode.make_parser().parse_args(
         [*(["--model", args.model] if args.model else []),
          *(["--data", args.data] if args.data else [])])
-    old = extract(args.base)
+    old = "calibrl" if args.fused else extract(args.base)
     model, tokenizer, examples, _ = bench_decode.load(bench_args)
-    sides = {"old": bench_decode.workloads(model, tokenizer, examples, bench_args, pkg=old),
-             "new": bench_decode.workloads(model, tokenizer, examples, bench_args)}
-    print(f"threads {torch.get_num_threads()}; old = {args.base}, new = the working tree")
+    sides = {"old": bench_decode.workloads(model, tokenizer, examples, bench_args, pkg=old)}
+    if args.fused:
+        bench_args.decode = "fused"
+    sides["new"] = bench_decode.workloads(model, tokenizer, examples, bench_args)
+    print(f"threads {torch.get_num_threads()}; " + (
+        "old = exact path, new = fused path (the working tree)" if args.fused
+        else f"old = {args.base}, new = the working tree"))
     for name, rounds in zip(("probe", "eval", "rollout"), args.rounds, strict=True):
         same = tokens_of(sides["old"][name]()) == tokens_of(sides["new"][name]())  # warm-up
         times: dict[str, list[float]] = {"old": [], "new": []}

@@ -13,11 +13,10 @@ same weights with the same arithmetic, element for element, in fewer operations:
 - the attention is the SDPA call transformers makes, without its wrapper (`sdpa_decode`).
 
 So the logits are those of `model(...)` bit for bit (tests/rollout/test_fast_forward.py), and
-the samples do not depend on the speed-up. Quicker variants were measured and left out because
-they change the rounding, hence now and then a sampled token (benchmarks/rollout/README.md):
-one matrix product for queries, keys and values (and for gate and up), a plain matmul-softmax
-attention instead of SDPA's CPU kernel, and MKL's packed-weight product (equal to the plain one
-only from about 16 rows up, depending on the shape and the CPU).
+the samples do not depend on the speed-up. Quicker variants change the rounding, hence now and
+then a sampled token: those worth having are the opt-in `fused_forward.FusedStepForward`
+(`decode="fused"`), tested equal in distribution to this step, which stays the default and the
+reference; the others measured are in benchmarks/rollout/README.md.
 
 The caller owns the cache: `attend(module, q, k, v)` gets the layer's attention module
 (`layer_idx`, `scaling`) and the new token's query `[R, Hq, D]`,

@@ -19,6 +19,8 @@ chi-square test against the exact path, which stays the default and the referenc
 
 The folded weights are a copy made when the step is built, i.e. once per decoding call of the
 engine or the probe: it follows the trainer's in-place updates between calls, not during one.
+(Each folded weight is one allocation, scaled in place: a second fresh copy per weight cost
+page faults, 6 ms a build on the demo's model against 0.7 ms.)
 
 Shapes: R = rows, Hq / Hk = query / kv heads, g = Hq / Hk, D = head dim, h = hidden size,
 I = MLP width, L = cached slots, V = vocabulary.
@@ -39,6 +41,11 @@ from calibrl.rollout import fast_forward
 
 def _cat(parts: list[torch.Tensor | None]) -> torch.Tensor | None:
     return None if all(p is None for p in parts) else torch.cat(parts)  # type: ignore[arg-type]
+
+
+def _fold(parts: list[torch.Tensor], norm_weight: torch.Tensor) -> torch.Tensor:
+    """`cat(parts) * norm_weight` `[out, in]`: the norm's weight scales the product's inputs."""
+    return torch.cat(parts).mul_(norm_weight)
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ class FusedStepForward:
         with torch.no_grad():
             self.layers = [self._fuse(layer) for layer in exact.layers]
             weight, self.eps = exact.norm
-            self.head = exact.head.weight * weight  # [V, h]
+            self.head = _fold([exact.head.weight], weight)  # [V, h]
             self.head_bias = exact.head.bias
 
     @staticmethod
@@ -75,9 +82,9 @@ class FusedStepForward:
         w_post, eps_post = layer.norm_post
         qkv = (layer.q, layer.k, layer.v)
         return _FusedLayer(
-            layer.attn, torch.cat([m.weight for m in qkv]) * w_in, _cat([m.bias for m in qkv]),
-            layer.o.weight, layer.o.bias,
-            torch.cat([layer.gate.weight, layer.up.weight]) * w_post,
+            layer.attn, _fold([m.weight for m in qkv], w_in),
+            _cat([m.bias for m in qkv]), layer.o.weight, layer.o.bias,
+            _fold([layer.gate.weight, layer.up.weight], w_post),
             layer.down.weight, layer.down.bias, eps_in, eps_post)
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor, attend: fast_forward.Attend

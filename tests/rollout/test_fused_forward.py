@@ -9,7 +9,7 @@ import copy
 
 import pytest
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from calibrl.errors import UserError
 from calibrl.models import build_tiny_model
@@ -83,10 +83,23 @@ def _logprob_gap(model, **kw) -> float:
     return float((exact - fused).abs().max())
 
 
+def _llama_with_biases():
+    config = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         attention_bias=True, mlp_bias=True, max_position_embeddings=64)
+    torch.manual_seed(2)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):  # initialised to zero, which would leave them untested
+                p.normal_(0, 0.1)
+    return with_random_norms(model)
+
+
 def test_fused_step_logprobs_equal_exact_within_tolerance(model, llama):
-    # Qwen2 with grouped kv heads and q/k/v biases; calibrl's Llama (tied head). With and
-    # without padding (the attention's mask).
-    for m in (model, llama[0]):
+    # Qwen2 with grouped kv heads and q/k/v biases; calibrl's Llama (tied head); a Llama with
+    # every bias (attention and MLP). With and without padding (the attention's mask).
+    for m in (model, llama[0], _llama_with_biases()):
         for padded in (True, False):
             assert _logprob_gap(m, padded=padded) <= LOGPROB_ATOL
 

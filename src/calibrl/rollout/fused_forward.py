@@ -56,6 +56,7 @@ class _FusedLayer:
     o: torch.Tensor  # [h, Hq D]
     o_bias: torch.Tensor | None
     gate_up: torch.Tensor  # [2 I, h], the post-attention norm's weight folded in
+    gate_up_bias: torch.Tensor | None  # Llama's `mlp_bias`
     down: torch.Tensor  # [h, I]
     down_bias: torch.Tensor | None
     eps_in: float
@@ -85,6 +86,7 @@ class FusedStepForward:
             layer.attn, _fold([m.weight for m in qkv], w_in),
             _cat([m.bias for m in qkv]), layer.o.weight, layer.o.bias,
             _fold([layer.gate.weight, layer.up.weight], w_post),
+            _cat([layer.gate.bias, layer.up.bias]),
             layer.down.weight, layer.down.bias, eps_in, eps_post)
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor, attend: fast_forward.Attend
@@ -103,7 +105,8 @@ class FusedStepForward:
             qk = (qk * cos).add_(swapped.mul_(sin))  # rotary, as in `StepForward`
             out = attend(layer.attn, qk[:, :hq], qk[:, hq:], qkv[:, hq + hk:])  # [R, Hq D]
             hidden = _residual(hidden, out, layer.o, layer.o_bias)
-            gate_up = _mm(_unit_rms(hidden, layer.eps_post), layer.gate_up.T)  # [R, 2 I]
+            gate_up = _linear(_unit_rms(hidden, layer.eps_post), layer.gate_up,
+                              layer.gate_up_bias)  # [R, 2 I]
             width = gate_up.shape[1] // 2
             act = F.silu(gate_up[:, :width]).mul_(gate_up[:, width:])  # [R, I]
             hidden = _residual(hidden, act, layer.down, layer.down_bias)

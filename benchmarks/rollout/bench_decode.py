@@ -228,8 +228,9 @@ def instrumented(model: torch.nn.Module, prof: Profile) -> Iterator[None]:
     except ImportError:  # an older calibrl
         fused_forward = None
     if fused_forward is not None:
-        for name in ("_mm", "_addmm"):
-            patch(fused_forward, name, prof.wrap("linear layers", getattr(fused_forward, name)))
+        for name in ("_mm", "_addmm", "_packed"):
+            if getattr(fused_forward, name, None) is not None:
+                patch(fused_forward, name, prof.wrap("linear layers", getattr(fused_forward, name)))
         for key, path in list(fused_forward.DECODE_PATHS.items()):
             patch_item(fused_forward.DECODE_PATHS, key, type(path)(
                 path.step, prof.wrap("attention", path.attention)))

@@ -124,6 +124,18 @@ def test_broadcast_attention_equals_sdpa(model):
         torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
 
 
+def test_products_equal_a_plain_linear_at_every_row_count():
+    # oneDNN's packed product from `PACKED_FROM` rows up, `torch.mm` below: both within float
+    # rounding of `F.linear` (the products' sums have 64 terms here: ~1e-6 of their size).
+    torch.manual_seed(3)
+    weight, bias = torch.randn(96, 64), torch.randn(96)
+    product = fused_forward._Product(weight, bias)
+    for rows in (1, fused_forward.PACKED_FROM - 1, fused_forward.PACKED_FROM, 37):
+        x = torch.randn(rows, 64)
+        want = torch.nn.functional.linear(x, weight, bias)
+        torch.testing.assert_close(product(x), want, rtol=1e-5, atol=1e-5)
+
+
 def chi_square_p(a: torch.Tensor, b: torch.Tensor, min_count: int = 10) -> float:
     """p-value of the two-sample chi-square test that counts `a`, `b` `[V]` (equal totals) come
     from one distribution. Tokens rarer than `min_count` in both are pooled into one bin (the

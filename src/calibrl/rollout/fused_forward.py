@@ -9,18 +9,19 @@ chi-square test against the exact path, which stays the default and the referenc
 
 - one matrix product for queries, keys and values and one for gate and up, with the RMSNorm
   weight before them folded into their weights (`(x * w) @ W.T == x @ (W * w).T` in exact
-  arithmetic), and the final norm's weight folded into the LM head. Larger products run
-  nearer the machine's matmul rate than several small ones (on the project's AMD machine,
-  ~20 % less matmul time at 20-60 rows);
+  arithmetic), and the final norm's weight folded into the LM head: fewer operations, and
+  on a CPU these three wide products run through oneDNN with weights packed once per build,
+  1.1-1.4x quicker than `torch.mm` on the project's AMD machine (`_Product`);
 - the residual additions inside the products (`addmm`: `hidden + out @ W.T` in one call);
 - the attention over the cache as a broadcast product and sum (`broadcast_attention`) instead
-  of SDPA's CPU kernel, whose fixed cost per row and head (several microseconds at one query)
-  is most of a small model's attention time.
+  of SDPA's CPU kernel, which has a fixed cost per row and head at one query and, on the AMD
+  machine, reads a cache of a few MB (20+ rows of 100+ slots) more slowly (SDPA is the quicker
+  one for smaller caches; choosing by size gained nothing measurable in the decoding loop).
 
 The folded weights are a copy made when the step is built, i.e. once per decoding call of the
 engine or the probe: it follows the trainer's in-place updates between calls, not during one.
-(Each folded weight is one allocation, scaled in place: a second fresh copy per weight cost
-page faults, 6 ms a build on the demo's model against 0.7 ms.)
+A build takes ~3 ms on the demo's model (folding and packing; each folded weight is one
+allocation scaled in place, as a second fresh copy cost 6 ms of page faults alone).
 
 Shapes: R = rows, Hq / Hk = query / kv heads, g = Hq / Hk, D = head dim, h = hidden size,
 I = MLP width, L = cached slots, V = vocabulary.
@@ -48,15 +49,36 @@ def _fold(parts: list[torch.Tensor], norm_weight: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts).mul_(norm_weight)
 
 
+PACKED_FROM = 4  # rows from which oneDNN's packed product is the quicker one (see `_Product`)
+
+
+class _Product:
+    """`x @ weight.T + bias` for `x [R, in]`. On a CPU (fp32) the weight is also packed once for
+    oneDNN (`_reorder_linear_weight`), whose product from `PACKED_FROM` rows up is quicker than
+    `torch.mm`'s for wide outputs on the project's AMD machine (1.1-1.4x for q/k/v, gate/up
+    and the LM head at 4-236 rows; 0.7x at one row; no gain for the narrow o and down products,
+    which keep `addmm` for the residual). Packing costs ~0.5 ms a weight, once per build."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        self.weight, self.bias = weight, bias
+        packable = (weight.device.type == "cpu" and weight.dtype == torch.float32
+                    and torch.backends.mkldnn.is_available() and _packed is not None
+                    and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight) if packable else None
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None and x.shape[0] >= PACKED_FROM:
+            return _packed(x, self.packed, self.bias, "none", [], "")
+        return _linear(x, self.weight, self.bias)
+
+
 @dataclass(frozen=True)
 class _FusedLayer:
     attn: Any  # the layer's attention module, handed to `attend`
-    qkv: torch.Tensor  # [(Hq + 2 Hk) D, h], the input norm's weight folded in
-    qkv_bias: torch.Tensor | None
+    qkv: _Product  # [(Hq + 2 Hk) D, h], the input norm's weight folded in
     o: torch.Tensor  # [h, Hq D]
     o_bias: torch.Tensor | None
-    gate_up: torch.Tensor  # [2 I, h], the post-attention norm's weight folded in
-    gate_up_bias: torch.Tensor | None  # Llama's `mlp_bias`
+    gate_up: _Product  # [2 I, h], the post-attention norm's weight folded in
     down: torch.Tensor  # [h, I]
     down_bias: torch.Tensor | None
     eps_in: float
@@ -74,8 +96,7 @@ class FusedStepForward:
         with torch.no_grad():
             self.layers = [self._fuse(layer) for layer in exact.layers]
             weight, self.eps = exact.norm
-            self.head = _fold([exact.head.weight], weight)  # [V, h]
-            self.head_bias = exact.head.bias
+            self.head = _Product(_fold([exact.head.weight], weight), exact.head.bias)  # [V, h]
 
     @staticmethod
     def _fuse(layer: Any) -> _FusedLayer:
@@ -83,10 +104,10 @@ class FusedStepForward:
         w_post, eps_post = layer.norm_post
         qkv = (layer.q, layer.k, layer.v)
         return _FusedLayer(
-            layer.attn, _fold([m.weight for m in qkv], w_in),
-            _cat([m.bias for m in qkv]), layer.o.weight, layer.o.bias,
-            _fold([layer.gate.weight, layer.up.weight], w_post),
-            _cat([layer.gate.bias, layer.up.bias]),
+            layer.attn, _Product(_fold([m.weight for m in qkv], w_in), _cat([m.bias for m in qkv])),
+            layer.o.weight, layer.o.bias,
+            _Product(_fold([layer.gate.weight, layer.up.weight], w_post),
+                     _cat([layer.gate.bias, layer.up.bias])),  # Llama's `mlp_bias`
             layer.down.weight, layer.down.bias, eps_in, eps_post)
 
     def forward(self, tokens: torch.Tensor, pos: torch.Tensor, attend: fast_forward.Attend
@@ -98,19 +119,18 @@ class FusedStepForward:
         cos = F.embedding(pos, self.cos)[:, None]  # [R, 1, D]
         sin = F.embedding(pos, self.sin)[:, None]
         for layer in self.layers:
-            qkv = _linear(_unit_rms(hidden, layer.eps_in), layer.qkv, layer.qkv_bias)
+            qkv = layer.qkv(_unit_rms(hidden, layer.eps_in))
             qkv = qkv.view(rows, hq + 2 * hk, dim)  # [R, Hq + 2 Hk, D]
             qk = qkv[:, :hq + hk]
             swapped = torch.cat([qk[..., half:], qk[..., :half]], -1)
             qk = (qk * cos).add_(swapped.mul_(sin))  # rotary, as in `StepForward`
             out = attend(layer.attn, qk[:, :hq], qk[:, hq:], qkv[:, hq + hk:])  # [R, Hq D]
             hidden = _residual(hidden, out, layer.o, layer.o_bias)
-            gate_up = _linear(_unit_rms(hidden, layer.eps_post), layer.gate_up,
-                              layer.gate_up_bias)  # [R, 2 I]
+            gate_up = layer.gate_up(_unit_rms(hidden, layer.eps_post))  # [R, 2 I]
             width = gate_up.shape[1] // 2
             act = F.silu(gate_up[:, :width]).mul_(gate_up[:, width:])  # [R, I]
             hidden = _residual(hidden, act, layer.down, layer.down_bias)
-        return _linear(_unit_rms(hidden, self.eps), self.head, self.head_bias)  # [R, V]
+        return self.head(_unit_rms(hidden, self.eps))  # [R, V]
 
 
 def _unit_rms(x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -131,6 +151,7 @@ def _residual(hidden: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
 
 # Module attributes so a benchmark can time the matrix products.
 _mm, _addmm = torch.mm, torch.addmm
+_packed = getattr(torch.ops.mkldnn, "_linear_pointwise", None)  # None in builds without it
 
 
 def broadcast_attention(module: Any, query: torch.Tensor, keys: torch.Tensor,

@@ -17,6 +17,9 @@ which this machine multiplies `[R, in] @ [in, out]` for exactly those weights on
 Each run's matmul rate is measured in the same process right after it, both per second of wall
 time and per second of the process's CPU time; the CPU-time ratio (the one reported first in
 BENCHMARKS.md) is not diluted when other jobs take the cores, the wall-time one is printed too.
+A second CPU-time ratio holds the run to the rate of the same products through oneDNN with
+packed weights, which `decode="fused"` uses for its wide products (quicker than `torch.mm` on
+the project's AMD machine): the fair limit for that path.
 
 A second, instrumented run of each workload gives the profile: the linear layers (timed around
 each matrix product), attention, the rest of the model's forward (norms, rotary, embedding),
@@ -128,6 +131,30 @@ def matmul_rate(model: torch.nn.Module, rows: int, seconds: float = 0.5
             passes += 1
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return flops * passes / wall, flops * passes / max(cpu, 1e-9), flops / best
+
+
+def onednn_rate(model: torch.nn.Module, rows: int, seconds: float = 0.5) -> float | None:
+    """FLOP/s per second of CPU time of the same products through oneDNN with packed weights
+    (what `decode="fused"` runs its wide products with, quicker than `torch.mm` on some CPUs):
+    the limit the fused path could be held to instead. None where oneDNN is missing."""
+    if not (torch.backends.mkldnn.is_available()
+            and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")):
+        return None
+    product = torch.ops.mkldnn._linear_pointwise
+    weights = linear_weights(model)
+    with torch.inference_mode():
+        packed = [torch.ops.mkldnn._reorder_linear_weight(w) for w in weights]
+        inputs = [torch.randn(rows, w.shape[1]) for w in weights]
+        for p, x in zip(packed, inputs, strict=True):  # warm-up
+            product(x, p, None, "none", [], "")
+        passes, cpu = 0, time.process_time()
+        wall = time.perf_counter()
+        while passes == 0 or time.perf_counter() - wall < seconds:
+            for p, x in zip(packed, inputs, strict=True):
+                product(x, p, None, "none", [], "")
+            passes += 1
+        cpu = time.process_time() - cpu
+    return rows * flops_per_token(model) * passes / max(cpu, 1e-9)
 
 
 # --- the profile --------------------------------------------------------------------------------
@@ -361,6 +388,7 @@ def measure(name: str, fn: Callable[[], list], model, args) -> dict:
         generated = sum(len(t) for t in counter.samples)
         rows = counter.rows / max(counter.steps, 1)
         rate_wall, rate_cpu, rate_best = matmul_rate(model, round(rows))
+        rate_onednn = onednn_rate(model, round(rows))
         runs.append({
             "decode_s": counter.seconds, "decode_cpu_s": counter.cpu_seconds, "wall_s": wall,
             "generated_tokens": generated, "steps": counter.steps, "rows_per_step": rows,
@@ -370,6 +398,10 @@ def measure(name: str, fn: Callable[[], list], model, args) -> dict:
             "ratio": generated / counter.seconds / (rate_wall / fpt),
             "matmul_gflop_per_s_best_pass": rate_best / 1e9,  # on a quiet machine
             "ratio_cpu": generated / counter.cpu_seconds / (rate_cpu / fpt),
+            # the same against oneDNN's packed products (see `onednn_rate`)
+            "matmul_gflop_per_cpu_s_onednn": rate_onednn and rate_onednn / 1e9,
+            "ratio_cpu_onednn": rate_onednn and generated / counter.cpu_seconds / (
+                rate_onednn / fpt),
             "samples_sha256_16": digest(counter.samples), "loadavg": os.getloadavg(),
         })
     med = sorted(runs, key=lambda r: r["ratio_cpu"])[len(runs) // 2]
@@ -385,6 +417,8 @@ def measure(name: str, fn: Callable[[], list], model, args) -> dict:
         "flops_per_token": fpt,
         "ratio_runs": [round(r["ratio"], 3) for r in runs],
         "ratio_cpu_runs": [round(r["ratio_cpu"], 3) for r in runs],
+        "ratio_cpu_onednn_runs": [r["ratio_cpu_onednn"] and round(r["ratio_cpu_onednn"], 3)
+                                  for r in runs],
         "same_samples_every_run": len({r["samples_sha256_16"] for r in runs}) == 1,
         "ideal_matmul_s": round(med["generated_tokens"] * fpt / (med["matmul_gflop_per_s"] * 1e9),
                                 4),
@@ -432,7 +466,9 @@ def main() -> None:
               f"{r['matmul_gflop_per_s']:.1f} GFLOP/s) -> ratio {r['ratio']:.3f} "
               f"(runs {r['ratio_runs']}); per CPU second: {r['tok_per_cpu_s']:,.0f} tok/s at "
               f"{r['matmul_gflop_per_cpu_s']:.1f} GFLOP/s -> ratio {r['ratio_cpu']:.3f} "
-              f"(runs {r['ratio_cpu_runs']}); "
+              f"(runs {r['ratio_cpu_runs']}); against oneDNN's packed products "
+              f"{r['matmul_gflop_per_cpu_s_onednn'] or float('nan'):.1f} GFLOP/s -> ratio "
+              f"{r['ratio_cpu_onednn'] or float('nan'):.3f}; "
               f"samples {r['samples_sha256_16']} (same every run: {r['same_samples_every_run']}); "
               f"load {tuple(round(x, 2) for x in r['loadavg'])}")
         total = sum(r["profile_s"].values())

@@ -11,7 +11,7 @@ chi-square test against the exact path, which stays the default and the referenc
   weight before them folded into their weights (`(x * w) @ W.T == x @ (W * w).T` in exact
   arithmetic), and the final norm's weight folded into the LM head: fewer operations, and
   on a CPU these three wide products run through oneDNN with weights packed once per build,
-  1.1-1.4x quicker than `torch.mm` on the project's AMD machine (`_Product`);
+  1.1-1.5x quicker than `torch.mm` on the project's AMD machine (`_Product`);
 - the residual additions inside the products (`addmm`: `hidden + out @ W.T` in one call);
 - the attention over the cache as a broadcast product and sum (`broadcast_attention`) instead
   of SDPA's CPU kernel, which has a fixed cost per row and head at one query and, on the AMD
@@ -55,7 +55,7 @@ PACKED_FROM = 4  # rows from which oneDNN's packed product is the quicker one (s
 class _Product:
     """`x @ weight.T + bias` for `x [R, in]`. On a CPU (fp32) the weight is also packed once for
     oneDNN (`_reorder_linear_weight`), whose product from `PACKED_FROM` rows up is quicker than
-    `torch.mm`'s for wide outputs on the project's AMD machine (1.1-1.4x for q/k/v, gate/up
+    `torch.mm`'s for wide outputs on the project's AMD machine (1.1-1.5x for q/k/v, gate/up
     and the LM head at 4-236 rows; 0.7x at one row; no gain for the narrow o and down products,
     which keep `addmm` for the residual). Packing costs ~0.5 ms a weight, once per build."""
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from calibrl.evaluation.baselines import (
     TABLE_FOLDS,
-    answer_likelihood,
     baseline_metrics,
     difficulty_table_confidences,
     within_group_auroc,
@@ -95,13 +92,6 @@ def test_a_group_missing_from_the_other_folds_gets_their_overall_accuracy():
     assert conf[4] == pytest.approx(3 / 4)
     assert conf[1] == pytest.approx(1.0)  # the other three "a" answers are right
 
-
-def test_answer_likelihood_is_the_geometric_mean_token_probability():
-    assert answer_likelihood([math.log(0.5), math.log(0.125)]) == pytest.approx(0.25)
-    assert answer_likelihood([0.0]) == 1.0
-    assert answer_likelihood([]) is None and answer_likelihood(None) is None
-    assert answer_likelihood([float("nan"), -1.0]) is None
-    assert answer_likelihood([-1e9]) == 0.0
 
 
 def test_baseline_metrics_block():

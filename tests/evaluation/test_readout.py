@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
+from calibrl.algo.self_estimates import cluster_folds as fold_of
 from calibrl.evaluation.metrics import auroc
 from calibrl.evaluation.readout import (
     READOUT_L2,
     fit_logistic,
-    fold_of,
     last_states,
     out_of_fold_readout,
     state_position,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from calibrl.evaluation.readout import fold_of
+from calibrl.algo.self_estimates import cluster_folds as fold_of
 from calibrl.tasks import get_task
 from calibrl.tasks.short_answer.facts import ATTRIBUTES, country_of, generate_facts
 

@@ -220,8 +220,7 @@ def test_mapped_agreement_targets_are_the_accuracy_at_each_agreement(tmp_path, d
 
 def test_mapped_likelihood_targets_map_the_likelihood_on_other_prompts(tmp_path,
                                                                       data_and_model):
-    from calibrl.algo.confidence_loss import held_out_binned_targets
-    from calibrl.evaluation.readout import fold_of
+    from calibrl.algo.self_estimates import cluster_folds, held_out_binned_targets
 
     data, model = data_and_model
     cfg = config(tmp_path, data=str(data), model=str(model), prompts=10, answers_per_prompt=2,
@@ -237,7 +236,7 @@ def test_mapped_likelihood_targets_map_the_likelihood_on_other_prompts(tmp_path,
     assert all(0.0 < g["likelihood"] <= 1.0 for g in graded)  # sampled answers have log-probs
     want = held_out_binned_targets([g["likelihood"] for g in graded],
                                    [g["correct"] for g in graded],
-                                   fold_of([g["cluster"] for g in graded]).tolist())
+                                   cluster_folds([g["cluster"] for g in graded]).tolist())
     assert [g["target"] for g in graded] == pytest.approx(want)
     with pytest.raises(UserError, match="held-out prompts: prompts must be at least 2"):
         config(tmp_path, prompts=1, target="mapped_likelihood")

@@ -23,7 +23,6 @@ Shapes: every array is (N,), one entry per evaluated answer.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,14 +92,6 @@ def difficulty_table_confidences(correct: Any, groups: Sequence[Any], clusters: 
             rows = fit & (labels == label)
             out[held & (labels == label)] = float(corr[rows].mean()) if rows.any() else overall
     return out
-
-
-def answer_likelihood(logprobs: Sequence[float] | None) -> float | None:
-    """`exp(mean token log-prob)` of one answer in [0, 1]; None without (finite) log-probs."""
-    if not logprobs:
-        return None
-    mean = float(np.mean(np.asarray(logprobs, dtype=np.float64)))
-    return min(1.0, math.exp(mean)) if math.isfinite(mean) else None
 
 
 def complete_scores(values: Any) -> np.ndarray | None:

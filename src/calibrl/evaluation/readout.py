@@ -14,16 +14,16 @@ Shapes: N answers, H hidden units.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
+from calibrl.algo.self_estimates import FOLDS, cluster_folds
 from calibrl.protocol.tags import CONFIDENCE_OPEN
 
-READOUT_FOLDS = 5
+READOUT_FOLDS = FOLDS
 READOUT_L2 = 1e-2
 READOUT_FIT = (f"an L2 logistic regression on the last hidden state at {CONFIDENCE_OPEN}, "
                f"fitted out of fold ({READOUT_FOLDS} folds by the task's readout cluster: the "
@@ -59,15 +59,6 @@ def last_states(model: Any, sequences: Sequence[Sequence[int]], batch_size: int 
     return torch.cat(out).numpy() if out else np.zeros((0, 0), dtype=np.float32)
 
 
-def fold_of(clusters: Sequence[Hashable], folds: int = READOUT_FOLDS, seed: int = 0
-            ) -> np.ndarray:
-    """[N] fold index per answer; a cluster's answers share a fold (clusters shuffled, seeded)."""
-    names = sorted({str(c) for c in clusters})
-    random.Random(seed).shuffle(names)
-    fold = {name: i % folds for i, name in enumerate(names)}
-    return np.asarray([fold[str(c)] for c in clusters], dtype=np.int64)
-
-
 def fit_logistic(x: torch.Tensor, y: torch.Tensor, l2: float = READOUT_L2,
                  max_iter: int = 200) -> tuple[torch.Tensor, torch.Tensor]:
     """(w [H], b []) minimising mean binary cross-entropy + l2 * ||w||^2 (torch's L-BFGS).
@@ -94,7 +85,7 @@ def out_of_fold_readout(features: np.ndarray, correct: Sequence[bool],
     (features standardised on those folds). A training part with one class predicts its rate."""
     x_all = torch.as_tensor(np.asarray(features, dtype=np.float64))  # [N, H]
     y_all = torch.as_tensor(np.asarray(correct, dtype=np.float64))  # [N]
-    fold = fold_of(clusters, folds)
+    fold = cluster_folds(clusters, folds)
     out = np.zeros(len(y_all), dtype=np.float64)
     for k in range(folds):
         test = torch.as_tensor(fold == k)

@@ -29,9 +29,9 @@ from tqdm.auto import tqdm
 
 from calibrl.algo import score_tree
 from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
+from calibrl.algo.self_estimates import answer_likelihood
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
-from calibrl.evaluation.baselines import answer_likelihood
 from calibrl.evaluation.readout import last_states, out_of_fold_readout, state_position
 from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.evaluation.result import compute_evaluation

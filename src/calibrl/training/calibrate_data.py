@@ -27,16 +27,16 @@ from typing import Any
 import torch
 
 from calibrl.algo import score_tree
-from calibrl.algo.confidence_loss import (
+from calibrl.algo.confidence_loss import nearest_value_index
+from calibrl.algo.self_estimates import (
     agreement,
+    answer_likelihood,
+    cluster_folds,
     held_out_binned_targets,
     mapped_targets,
-    nearest_value_index,
 )
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
-from calibrl.evaluation.baselines import answer_likelihood
-from calibrl.evaluation.readout import fold_of
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.prompts import confidence_messages
@@ -179,7 +179,7 @@ def confidence_targets(target: str, graded: Sequence[GradedAnswer]) -> list[floa
             raise UserError("target=mapped_likelihood maps each answer's likelihood on other "
                             "prompts: the graded prompts are all one cluster; use more prompts")
         return held_out_binned_targets([g.likelihood for g in graded], correct,
-                                       fold_of([g.cluster for g in graded]).tolist())
+                                       cluster_folds([g.cluster for g in graded]).tolist())
     raise ValueError(f"unknown target {target!r}")
 
 

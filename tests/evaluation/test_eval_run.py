@@ -164,3 +164,22 @@ def test_a_country_s_questions_stay_together_in_readout_table_and_bootstrap(
         f"country: {country_of(r['ground_truth']['question'])}" for r in rows]
     assert len(set(seen["clusters"])) == 4
     assert all(r["readout"] is not None for r in rows)
+
+
+def test_eval_decodes_with_the_configured_step(tmp_path, tiny_model_dir, monkeypatch):
+    seen = []
+    real = run_module.make_engine
+
+    def spy(*args, **kwargs):
+        engine = real(*args, **kwargs)
+        seen.append(engine.decode)
+        return engine
+
+    monkeypatch.setattr(run_module, "make_engine", spy)
+    data = write_examples(tmp_path / "d.parquet", [TaskExample(
+        "countdown", COUNTDOWN.make_prompt({"target": 3, "numbers": [1, 2]}),
+        {"target": 3, "numbers": [1, 2]}, 0)])
+    metrics = evaluate(tiny_model_dir, data, tmp_path / "e",
+                       EvalSection(max_answer_tokens=4, max_confidence_tokens=3, bootstrap=0,
+                                   decode="fused"))
+    assert seen == ["fused"] and metrics["count"] == 1

@@ -157,3 +157,12 @@ def test_a_failed_push_is_one_line_and_keeps_the_run(tmp_path, tiny_model_dir, m
         trainer.train()
     assert "\n" not in str(info.value)
     assert (tmp_path / "run/final-model/model.safetensors").is_file()
+
+
+# ---------------------------------------------------------------- the decoding step
+def test_rollout_decode_reaches_the_engine(tmp_path, tiny_model_dir):
+    assert _trainer(tmp_path / "a", tiny_model_dir).engine.decode == "exact"
+    fused = _trainer(tmp_path / "b", tiny_model_dir, "rollout.decode=fused")
+    assert fused.engine.decode == "fused"
+    with pytest.raises(UserError, match="decode"):
+        _trainer(tmp_path / "c", tiny_model_dir, "rollout.decode=fast")

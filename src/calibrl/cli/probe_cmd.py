@@ -91,7 +91,7 @@ def _sampler(settings: ProbeSettings, path: str) -> tuple[Any, Any, Any]:
     """(sampler, trace engine, tokenizer) on the engine the settings name."""
     if settings.engine == "vllm":
         return _vllm_sampler(path, settings.dtype, settings.gpu_memory_utilization)
-    return _hf_sampler(path, settings.device, settings.dtype, settings.max_rows)
+    return _hf_sampler(path, settings.device, settings.dtype, settings.max_rows, settings.decode)
 
 
 def _vllm_sampler(path: str, dtype: str | None, gpu_memory_utilization: float
@@ -110,7 +110,7 @@ def _vllm_sampler(path: str, dtype: str | None, gpu_memory_utilization: float
     return EngineSampler(vllm), vllm, tokenizer
 
 
-def _hf_sampler(path: str, device: str, dtype: str | None, max_rows: int
+def _hf_sampler(path: str, device: str, dtype: str | None, max_rows: int, decode: str = "exact"
                 ) -> tuple[Any, Any, Any]:
     """(sampler, trace engine, tokenizer) on transformers, on the GPU when asked or found."""
     import torch
@@ -125,7 +125,7 @@ def _hf_sampler(path: str, device: str, dtype: str | None, max_rows: int
         if not torch.cuda.is_available():
             raise UserError("--device cuda but no CUDA device is available")
         model = model.to("cuda")
-    hf = make_engine("hf", model, tokenizer, max_batch_size=max_rows)
+    hf = make_engine("hf", model, tokenizer, max_batch_size=max_rows, decode=decode)
     # Models outside transformers' attention interface still work, one prompt per point.
     sampler = CachedSampler(hf, max_rows=max_rows) if supported(model) else EngineSampler(hf)
     return sampler, hf, tokenizer

@@ -211,7 +211,8 @@ def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
     out, config = Path(settings.out_dir), settings.probe
     model, tokenizer = load_policy(str(model_dir))
     examples = load_examples(out / "data/test.parquet")[: config.limit]
-    engine = make_engine("hf", model, tokenizer, max_batch_size=config.max_rows)
+    engine = make_engine("hf", model, tokenizer, max_batch_size=config.max_rows,
+                         decode=config.decode)
     return run_probe(CachedSampler(engine, max_rows=config.max_rows), tokenizer, examples,
                      config, out / "probe", trace_engine=engine, overwrite=True)
 

@@ -102,7 +102,7 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
     """Prediction rows (one per answer) for `examples` (prompts rendered as in training:
     `chat_template`, left-truncated to `max_prompt_tokens`). With `settings.readout`, a model
     and a confidence turn, each row's "readout" is scored out of fold, folds by "cluster"."""
-    engine = engine or make_engine("hf", model, tokenizer)
+    engine = engine or make_engine("hf", model, tokenizer, decode=settings.decode)
     rollout = RolloutSettings(num_generations_answer=settings.samples,
                               num_generations_confidence=1, temperature=settings.temperature,
                               confidence_temperature=settings.confidence_temperature,

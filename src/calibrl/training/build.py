@@ -140,5 +140,6 @@ def build_engine(cfg: TrainSettings, policy: Policy) -> Engine:
     """The configured generation engine (`rollout.engine`) on the policy's weights."""
     rollout = cfg.rollout
     options = ({"gpu_memory_utilization": rollout.vllm_gpu_memory_utilization}
-               if rollout.engine == "vllm" else {"max_batch_size": rollout.max_batch_size})
+               if rollout.engine == "vllm"
+               else {"max_batch_size": rollout.max_batch_size, "decode": rollout.decode})
     return make_engine(rollout.engine, policy.for_engine(), policy.tokenizer, **options)

@@ -193,7 +193,7 @@ def run_calibrate(config: CalibrateSettings) -> dict[str, Any]:
     model, tokenizer = load_policy(config.model)
     values = value_tokens(tokenizer)
     start = time.perf_counter()
-    engine = make_engine("hf", model, tokenizer)
+    engine = make_engine("hf", model, tokenizer, decode=config.decode)
     with tqdm(total=len(examples), desc="answer and grade", disable=not config.progress) as bar:
         graded = sample_graded(engine, tokenizer, examples, config, progress=bar.update)
     sampled_s = time.perf_counter() - start

@@ -204,14 +204,19 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, data_and_model):
     assert result.exit_code != 0
 
 
-def test_mapped_agreement_targets_are_the_accuracy_at_each_agreement(tmp_path, data_and_model):
+def _graded_run(tmp_path, data_and_model, **changes) -> list[dict]:
+    """One step of a run with `changes`; its graded.jsonl rows."""
     data, model = data_and_model
-    cfg = config(tmp_path, data=str(data), model=str(model), prompts=8, answers_per_prompt=3,
-                 steps=1, max_answer_tokens=16, max_confidence_tokens=12,
-                 target="mapped_agreement")
+    cfg = config(tmp_path, data=str(data), model=str(model), steps=1, max_answer_tokens=16,
+                 max_confidence_tokens=12, **changes)
     run_calibrate(cfg)
-    graded = [json.loads(line) for line in (Path(cfg.out) / "graded.jsonl").read_text()
-              .splitlines()]
+    return [json.loads(line) for line in (Path(cfg.out) / "graded.jsonl").read_text()
+            .splitlines()]
+
+
+def test_mapped_agreement_targets_are_the_accuracy_at_each_agreement(tmp_path, data_and_model):
+    graded = _graded_run(tmp_path, data_and_model, prompts=8, answers_per_prompt=3,
+                         target="mapped_agreement")
     assert {g["agreement"] for g in graded} <= {0.0, 0.5, 1.0}
     for g in graded:
         same = [h["correct"] for h in graded if h["agreement"] == g["agreement"]]
@@ -222,13 +227,8 @@ def test_mapped_likelihood_targets_map_the_likelihood_on_other_prompts(tmp_path,
                                                                       data_and_model):
     from calibrl.algo.self_estimates import cluster_folds, held_out_binned_targets
 
-    data, model = data_and_model
-    cfg = config(tmp_path, data=str(data), model=str(model), prompts=10, answers_per_prompt=2,
-                 steps=1, max_answer_tokens=16, max_confidence_tokens=12,
-                 target="mapped_likelihood")
-    run_calibrate(cfg)
-    graded = [json.loads(line) for line in (Path(cfg.out) / "graded.jsonl").read_text()
-              .splitlines()]
+    graded = _graded_run(tmp_path, data_and_model, prompts=10, answers_per_prompt=2,
+                         target="mapped_likelihood")
     task = get_task("countdown")
     by_index = {ex.index: ex for ex in examples()}
     assert all(g["cluster"] == str(task.readout_cluster(by_index[g["index"]].ground_truth))

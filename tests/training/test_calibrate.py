@@ -240,3 +240,13 @@ def test_mapped_likelihood_targets_map_the_likelihood_on_other_prompts(tmp_path,
     assert [g["target"] for g in graded] == pytest.approx(want)
     with pytest.raises(UserError, match="held-out prompts: prompts must be at least 2"):
         config(tmp_path, prompts=1, target="mapped_likelihood")
+
+
+def test_every_target_the_settings_accept_has_a_rule():
+    from typing import get_args
+
+    from calibrl.settings.calibrate import CalibrateSection
+    from calibrl.training.calibrate_data import CONFIDENCE_TARGETS
+
+    assert set(get_args(CalibrateSection.model_fields["target"].annotation)) == set(
+        CONFIDENCE_TARGETS)

@@ -20,7 +20,7 @@ samples are (left untrained, the turn-2 text drifted: 26 % unparsable in the fac
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -162,25 +162,32 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
     return [replace(g, target=t) for g, t in zip(graded, targets, strict=True)]
 
 
+def _likelihood_targets(graded: Sequence[GradedAnswer]) -> list[float]:
+    if len({g.cluster for g in graded}) < 2:
+        raise UserError("target=mapped_likelihood maps each answer's likelihood on other "
+                        "prompts: the graded prompts are all one cluster; use more prompts")
+    return held_out_binned_targets([g.likelihood for g in graded], [g.correct for g in graded],
+                                   cluster_folds([g.cluster for g in graded]).tolist())
+
+
+# `CalibrateSection.target` -> each graded answer's target: its grade, its agreement with the
+# prompt's other answers, that agreement mapped to the accuracy at it, or its likelihood mapped
+# to the accuracy of other clusters' answers of similar likelihood (folds by `cluster`, as the
+# evaluation's readout).
+CONFIDENCE_TARGETS: dict[str, Callable[[Sequence[GradedAnswer]], list[float]]] = {
+    "label": lambda graded: [float(g.correct) for g in graded],
+    "agreement": lambda graded: [float(g.agreement) for g in graded],
+    "mapped_agreement": lambda graded: mapped_targets([g.agreement for g in graded],
+                                                      [g.correct for g in graded]),
+    "mapped_likelihood": _likelihood_targets,
+}
+
+
 def confidence_targets(target: str, graded: Sequence[GradedAnswer]) -> list[float]:
-    """Each graded answer's target (`CalibrateSection.target`): its grade, its agreement with
-    the prompt's other answers, that agreement mapped to the accuracy at it, or its likelihood
-    mapped to the accuracy of other clusters' answers of similar likelihood (folds by
-    `cluster`, as the evaluation's readout)."""
-    correct = [g.correct for g in graded]
-    if target == "label":
-        return [float(c) for c in correct]
-    if target == "agreement":
-        return [float(g.agreement) for g in graded]
-    if target == "mapped_agreement":
-        return mapped_targets([g.agreement for g in graded], correct)
-    if target == "mapped_likelihood":
-        if len({g.cluster for g in graded}) < 2:
-            raise UserError("target=mapped_likelihood maps each answer's likelihood on other "
-                            "prompts: the graded prompts are all one cluster; use more prompts")
-        return held_out_binned_targets([g.likelihood for g in graded], correct,
-                                       cluster_folds([g.cluster for g in graded]).tolist())
-    raise ValueError(f"unknown target {target!r}")
+    """Each graded answer's target under `CONFIDENCE_TARGETS[target]`."""
+    if target not in CONFIDENCE_TARGETS:
+        raise ValueError(f"unknown target {target!r}")
+    return CONFIDENCE_TARGETS[target](graded)
 
 
 def confidence_row(tokenizer: Any, example: TaskExample, graded: GradedAnswer,

@@ -18,7 +18,9 @@ The model and prompts are the demo's (`outputs/demo/sft/model`, `outputs/demo/da
 made by `make demo`: a warmed-up model that writes short, well-formed answers to prompts in its
 own format) when they exist, else a freshly built random tiny model (which samples until the
 length limit on both sides) on generated prompts. calibrl encodes each distinct prompt once per
-micro-batch (`optim.shared_context`; `--no-shared-context` for the plain forward pass). Writes
+micro-batch (`optim.shared_context`; `--no-shared-context` for the plain forward pass) and leaves
+out of the forward/backward the rows of groups that all scored the same, whose gradient is 0
+(`optim.skip_rows_without_gradient`; `--no-skip-rows` to train every row as TRL does). Writes
 benchmarks/results/train_step.json and prints a table.
 """
 
@@ -148,6 +150,8 @@ def print_table(res: dict) -> None:
         print(f"calibrl step, medians: sampling {c['gen_s'] - c['score_s']:.3f} s, scoring "
               f"{c['score_s']:.3f} s, batch + forward/backward {c['train_s'] - c['optimizer_s']:.3f}"
               f" s, clip + optimiser + scheduler {c['optimizer_s']:.3f} s")
+    if "rows_trained" in c:
+        print(f"calibrl rows trained: {c['rows_trained']:.0%} (median step)")
     print(f"goal (calibrl faster per step, wall and CPU time) met: {res['goal_calibrl_faster']}")
 
 
@@ -184,6 +188,9 @@ def main() -> None:
     p.add_argument("--no-shared-context", dest="shared_context", action="store_false",
                    help="calibrl: run every row's context through the model (optim.shared_context "
                    "off)")
+    p.add_argument("--no-skip-rows", dest="skip_rows", action="store_false",
+                   help="calibrl: run every row through the forward/backward, also those whose "
+                   "advantage is 0 (optim.skip_rows_without_gradient off)")
     p.add_argument("--work-dir", type=Path, default=ROOT / "outputs" / "bench-train-step")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "train_step.json")
     args = p.parse_args()
@@ -196,7 +203,8 @@ def main() -> None:
                 work_dir=str(work), prompts=args.prompts, group=args.group,
                 max_tokens=args.max_tokens, micro_batch=args.micro_batch, lr=args.lr,
                 precision=args.precision, threads=args.threads, warmup_steps=args.warmup_steps,
-                steps=args.steps, seed=args.seed, shared_context=args.shared_context)
+                steps=args.steps, seed=args.seed, shared_context=args.shared_context,
+                skip_rows=args.skip_rows)
     print(f"model: {model_note}\n  {spec.model_dir}")
     results: dict[str, list[SideResult]] = {side: [] for side in SIDES}
     for i in range(args.rounds):

@@ -40,6 +40,7 @@ def overrides(spec: Spec) -> list[str]:
         f"optim.lr={spec.lr}", "optim.scheduler=constant", "optim.warmup_steps=0",
         f"optim.total_steps={total}", f"optim.micro_batch_size={spec.micro_batch}",
         f"optim.shared_context={str(spec.shared_context).lower()}",
+        f"optim.skip_rows_without_gradient={str(spec.skip_rows).lower()}",
         "optim.max_grad_norm=1.0", "optim.weight_decay=0.0",
         f"optim.mixed_precision={'bf16' if spec.precision == 'bf16' else 'no'}",
         f"logging.output_dir={spec.work_dir}", "logging.run_name=calibrl-side",
@@ -89,7 +90,8 @@ def main(spec_path: str, out_path: str) -> None:
                                      train_s=m["time/train_s"], gen_tokens=tokens,
                                      step_cpu_s=cpu, gen_cpu_s=gen_cpu[-1],
                                      score_s=sum(score_times),
-                                     optimizer_s=sum(optimizer_times)))
+                                     optimizer_s=sum(optimizer_times),
+                                     rows_trained=m["train/rows_trained"]))
     result.peak_rss_mb = peak_rss_mb()
     result.threads = torch.get_num_threads()
     result.save(out_path)

@@ -34,6 +34,7 @@ class Spec:
     steps: int = 5
     seed: int = 0
     shared_context: bool = True  # calibrl: each distinct context encoded once (optim.shared_context)
+    skip_rows: bool = True  # calibrl: rows without a gradient left out (optim.skip_rows_without_gradient)
 
     @property
     def rows(self) -> int:
@@ -62,6 +63,7 @@ class StepTime:
     gen_cpu_s: float
     score_s: float | None = None  # calibrl only: reward scoring, `score_tree` (inside gen_s)
     optimizer_s: float | None = None  # calibrl only: clip + optimiser + scheduler (in train_s)
+    rows_trained: float | None = None  # calibrl only: share of rows with a gradient
 
     @property
     def train_cpu_s(self) -> float:
@@ -97,7 +99,7 @@ class SideResult:
         med = {k: statistics.median(getattr(s, k) for s in steps)
                for k in ("step_s", "gen_s", "train_s", "step_cpu_s", "gen_cpu_s", "train_cpu_s",
                          "gen_tokens")}
-        for key in ("score_s", "optimizer_s"):
+        for key in ("score_s", "optimizer_s", "rows_trained"):
             if all(getattr(s, key) is not None for s in steps):
                 med[key] = statistics.median(getattr(s, key) for s in steps)
         tokens = sum(s.gen_tokens for s in steps)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from calibrl.algo import aggregate_loss, aggregation_names, kl_penalty, micro_batch_weight
-from calibrl.algo.policy_loss import policy_loss, row_kl_coef
+from calibrl.algo.policy_loss import policy_loss, row_kl_coef, rows_with_gradient
 from calibrl.errors import UserError
 
 
@@ -203,6 +203,37 @@ def test_micro_batch_weights_recover_the_full_batch_loss(agg):
         part, _ = policy_loss(logp[rows], old[rows], adv[rows], mask[rows], agg=agg, max_len=7)
         total += float(part) * micro_batch_weight(agg, mask[rows], mask)
     assert total == pytest.approx(float(full), rel=1e-5)
+
+
+def test_rows_with_gradient_matches_the_loop():
+    logp, old, adv, mask, _ = random_inputs(3, rows=8)
+    adv[2:5] = 0.0  # groups that all scored the same
+    adv[6, :3] = 0.0
+    for kl in (0.0, torch.tensor([0.0, 0.0, 0.1, 0.0, 0.0, 0.0, 0.0, 0.0])):
+        coefs = [float(kl)] * 8 if not torch.is_tensor(kl) else kl.tolist()
+        expected = [coefs[i] > 0 or any(adv[i, t] != 0 and mask[i, t] > 0 for t in range(7))
+                    for i in range(8)]
+        assert rows_with_gradient(adv, mask, kl).tolist() == expected
+    assert rows_with_gradient(adv, mask, 0.2).all()
+
+
+@pytest.mark.parametrize("agg", aggregation_names())
+def test_rows_without_gradient_can_be_left_out(agg):
+    """The loss of the rows `rows_with_gradient` keeps, weighted by their share of the full
+    batch, has the full batch's gradient: the left-out rows' gradient is exactly 0."""
+    logp, old, adv, mask, _ = random_inputs(4, rows=9)
+    adv[[1, 4, 5, 8]] = 0.0
+    logp.requires_grad_(True)
+    full, _ = policy_loss(logp, old, adv, mask, agg=agg, max_len=7)
+    (full_grad,) = torch.autograd.grad(full, logp)
+    keep = rows_with_gradient(adv, mask)
+    assert keep.tolist() == [i not in (0, 1, 4, 5, 8) for i in range(9)]  # row 0: empty mask
+    part, _ = policy_loss(logp[keep], old[keep], adv[keep], mask[keep], agg=agg, max_len=7)
+    part = part * micro_batch_weight(agg, mask[keep], mask)
+    (part_grad,) = torch.autograd.grad(part, logp)
+    assert torch.equal(full_grad[~keep], torch.zeros_like(full_grad[~keep]))
+    torch.testing.assert_close(part_grad, full_grad, rtol=1e-5, atol=1e-7)
+    assert float(part) == pytest.approx(float(full), rel=1e-5)
 
 
 def test_kl_estimators_by_hand():

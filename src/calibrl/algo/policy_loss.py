@@ -48,6 +48,21 @@ def row_kl_coef(sample_type: torch.Tensor, kl_coef: float, kl_coef_confidence: f
     return coef
 
 
+def rows_with_gradient(advantages: torch.Tensor, loss_mask: torch.Tensor,
+                       kl_coef: float | torch.Tensor = 0.0) -> torch.Tensor:
+    """`[B]` bool: the rows whose loss can move the weights.
+
+    Every surrogate term of a token is its advantage times a function of its ratio, so a row
+    whose trained tokens (`loss_mask > 0`, `[B, R]`) all have advantage 0 (`[B, R]`) and whose
+    KL coefficient (one number or `[B]`) is 0 adds exactly 0 to every gradient: a GRPO group
+    whose answers all scored the same. Skipping them leaves the update unchanged as long as
+    the aggregation's micro-batch share is taken against the full batch (`micro_batch_weight`).
+    """
+    pushes = ((advantages != 0) & (loss_mask > 0)).any(dim=-1)
+    coef = torch.as_tensor(kl_coef, device=advantages.device)
+    return pushes | (coef > 0).expand_as(pushes)
+
+
 def policy_loss(
     logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, loss_mask: torch.Tensor,
     *, clip_low: float = 0.2, clip_high: float = 0.2, dual_clip: float | None = None,

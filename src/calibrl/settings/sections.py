@@ -210,6 +210,12 @@ class OptimSection(Section):
                                  "compute. One process only, no gradient checkpointing (the "
                                  "model runs twice per micro-batch). Off by default: float "
                                  "rounding would change the demo's recorded numbers.")
+    skip_rows_without_gradient: bool = Field(
+        True, description="Leave out of the forward/backward the rows that cannot move the "
+        "weights: every trained token's advantage is 0 (a group whose samples all scored the "
+        "same) and the row has no KL term. The same update up to float rounding, for less "
+        "compute; one process only (with several, every process runs every row). train/* "
+        "metrics then average over the rows trained; train/rows_trained is their share.")
     mixed_precision: Literal["no", "bf16", "fp16"] | None = Field(
         None, description="accelerate mixed precision; None: the launcher's (`accelerate launch "
         "--mixed_precision`, `accelerate config`; 'no' without a launcher). A value here wins "

@@ -20,7 +20,7 @@ from accelerate import Accelerator
 
 from calibrl.algo.aggregation import micro_batch_weight
 from calibrl.algo.batch import TrainBatch
-from calibrl.algo.policy_loss import policy_loss, row_kl_coef
+from calibrl.algo.policy_loss import policy_loss, row_kl_coef, rows_with_gradient
 from calibrl.errors import UserError
 from calibrl.settings import TrainSettings
 from calibrl.training.build import Policy
@@ -68,6 +68,9 @@ def update_policy(policy: Policy, batch: TrainBatch, cfg: TrainSettings, *,
     mine = (batch.prompt_group >= lo) & (batch.prompt_group < hi)
     full_mask = batch.loss_mask.to(accelerator.device)
     local = batch.select(mine).trim() if accelerator.num_processes > 1 else batch
+    trained = len(batch)
+    if cfg.optim.skip_rows_without_gradient and accelerator.num_processes == 1:
+        local, trained = _rows_that_train(local, policy, cfg)
     micro = local.to(accelerator.device).split(cfg.optim.micro_batch_size)
     scale = accelerator.num_processes
     model.train()
@@ -107,7 +110,24 @@ def update_policy(policy: Policy, batch: TrainBatch, cfg: TrainSettings, *,
     acc = _Accumulated.merged([_Accumulated(*part) for part in gather_each(
         accelerator, (acc.sums, acc.weights))])
     return {**{f"train/{k}": v for k, v in acc.means().items()},
-            "train/grad_norm": float(grad_norm), "train/lr": policy.scheduler.get_last_lr()[0]}
+            "train/grad_norm": float(grad_norm), "train/lr": policy.scheduler.get_last_lr()[0],
+            "train/rows_trained": trained / max(len(batch), 1)}
+
+
+def _rows_that_train(batch: TrainBatch, policy: Policy, cfg: TrainSettings
+                     ) -> tuple[TrainBatch, int]:
+    """`batch` without the rows that add nothing to the gradient (`rows_with_gradient`), and
+    how many rows have one. One row stays when none has, so every parameter still gets a
+    (zero) gradient and AdamW steps as it would on the whole batch."""
+    algo = cfg.algorithm
+    kl = (row_kl_coef(batch.sample_type, algo.kl_coef, algo.kl_coef_confidence)
+          if policy.ref_model is not None else 0.0)
+    keep = rows_with_gradient(batch.advantages, batch.loss_mask, kl)
+    trained = int(keep.sum())
+    if trained == len(batch):
+        return batch, trained
+    keep[0] |= trained == 0
+    return batch.select(keep).trim(), trained
 
 
 def _frozen_logprobs(policy: Policy, model: Any, micro: list[TrainBatch], cfg: TrainSettings

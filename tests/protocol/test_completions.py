@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,3 +58,19 @@ def test_text_not_laid_out_as_a_trace_has_no_cut():
 
 def test_the_probe_asks_in_the_format_the_warm_up_teaches():
     assert FORCED_TEXT == EARLY_ANSWER_TEXT
+
+
+def test_each_answer_is_shown_the_ones_after_it_never_its_own():
+    from calibrl.protocol.reanswer import others_for_each, reanswer_prefill
+
+    keys = ["a", "b", None, "d"]
+    shown = others_for_each(keys, 2)
+    for i, others in enumerate(shown):  # the slow, obvious version
+        assert others == [keys[(i + 1) % 4], keys[(i + 2) % 4]]
+    counts = [sum(o.count(k) for o in shown) for k in keys]
+    assert counts == [2, 2, 2, 2]  # every answer shown equally often
+    assert others_for_each(keys, 3)[0] == ["b", None, "d"]
+    with pytest.raises(ValueError, match="more than 4"):
+        others_for_each(keys, 4)
+    assert reanswer_prefill(["x", None]) == (
+        "<analysis>Again: <answer>x</answer> <answer>?</answer></analysis>\n")

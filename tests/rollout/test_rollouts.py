@@ -118,3 +118,61 @@ def test_shards_of_a_batch_draw_the_samples_of_the_whole_batch(parts):
     assert _token_ids(whole) == _token_ids(first) + _token_ids(second)
     unnumbered = run_rollout(engine, tokenizer, examples[1:], settings, "two_turn", 7)
     assert _token_ids(unnumbered) != _token_ids(second)  # not vacuous: the offset matters
+
+
+class NumberedEngine:
+    """Turn 1: the k-th of n answers is `<answer>k + k</answer>`; turn 2: `0.5` stated."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.turn2_prompts = tokenizer, []
+
+    def generate(self, prompts, params):
+        from calibrl.protocol.tags import ANSWER_CLOSE
+        from calibrl.rollout.engine import Generation
+
+        if ANSWER_CLOSE in params.stop:
+            texts = [f"<answer>{k} + {k}</answer>" for k in range(params.n)]
+        else:
+            self.turn2_prompts += prompts
+            texts = ["<confidence>0.5</confidence>"] * params.n
+        out = []
+        for _ in prompts:
+            ids = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+            out.append([Generation(i, t, [-1.0] * len(i), "stop")
+                        for i, t in zip(ids, texts, strict=True)])
+        return out
+
+    def update_weights(self, model):
+        pass
+
+
+def test_turn2_shows_the_prompts_other_answers_when_asked(parts):
+    from dataclasses import replace
+
+    from calibrl.algo import build_train_batch
+
+    tokenizer, _, examples = parts
+    engine = NumberedEngine(tokenizer)
+    shown = replace(SETTINGS, reanswers_shown=2)
+    tree = score_tree(run_rollout(engine, tokenizer, examples, shown, "two_turn", 0))
+    expected = ["<analysis>Again: <answer>1 + 1</answer> <answer>2 + 2</answer></analysis>\n",
+                "<analysis>Again: <answer>2 + 2</answer> <answer>0 + 0</answer></analysis>\n",
+                "<analysis>Again: <answer>0 + 0</answer> <answer>1 + 1</answer></analysis>\n"]
+    for prompt in tree.prompts:
+        for answer, analysis in zip(prompt.answers, expected, strict=True):
+            for confidence in answer.confidences:
+                context = tokenizer.decode(confidence.context_ids)
+                assert context.endswith(analysis)  # after the open assistant turn
+                assert context.index(CONFIDENCE_QUESTION) < context.index(analysis)
+                assert confidence.text == "<confidence>0.5</confidence>"
+                assert confidence.reward == pytest.approx(1 - (0.5 - answer.correct) ** 2)
+    # the analysis is context: only the stated value is sampled and trained
+    batch = build_train_batch(tree, tokenizer)
+    conf_rows = batch.sample_type == 1
+    trained = [tokenizer.decode(ids[mask > 0]) for ids, mask in
+               zip(batch.response_ids[conf_rows], batch.loss_mask[conf_rows], strict=True)]
+    assert trained and all("Again" not in t and "0.5" in t for t in trained)
+    # off by default: the model writes its whole reply
+    plain = run_rollout(NumberedEngine(tokenizer), tokenizer, examples, SETTINGS, "two_turn", 0)
+    context = tokenizer.decode(plain.prompts[0].answers[0].confidences[0].context_ids)
+    assert "Again:" not in context and context.rstrip().endswith("<|im_start|>assistant")

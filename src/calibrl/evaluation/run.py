@@ -110,7 +110,8 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
                               max_answer_tokens=settings.max_answer_tokens,
                               max_confidence_tokens=settings.max_confidence_tokens,
                               confidence_question=settings.confidence_question,
-                              max_prompt_tokens=max_prompt_tokens, chat_template=chat_template)
+                              max_prompt_tokens=max_prompt_tokens, chat_template=chat_template,
+                              reanswers_shown=settings.reanswers_shown)
     rows: list[dict[str, Any]] = []
     states: list[np.ndarray] = []
     chunks = range(0, len(examples), settings.batch_prompts)

@@ -22,9 +22,12 @@ from typing import Any, Literal
 
 from calibrl.algo.rollout_tree import AnswerNode, PromptNode, RolloutTree, Sample
 from calibrl.data import TaskExample
+from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import get_mode
 from calibrl.protocol.prompts import CONFIDENCE_QUESTION
+from calibrl.protocol.reanswer import others_for_each, reanswer_prefill
 from calibrl.rollout.engine import Engine, Generation, SamplingParams
+from calibrl.tasks import get_task
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class RolloutSettings:
     confidence_question: str = CONFIDENCE_QUESTION
     max_prompt_tokens: int = 256
     chat_template: Literal["auto", "plain"] = "auto"
+    reanswers_shown: int = 0  # turn 2 starts with this many of the prompt's other answers
 
     @classmethod
     def from_config(cls, rollout: Any, model: Any, data: Any) -> RolloutSettings:
@@ -53,6 +57,7 @@ class RolloutSettings:
             max_confidence_tokens=rollout.max_confidence_tokens,
             confidence_question=rollout.confidence_question,
             max_prompt_tokens=data.max_prompt_tokens, chat_template=model.chat_template,
+            reanswers_shown=rollout.reanswers_shown,
         )
 
     def max_response_tokens(self, mode: str) -> int:
@@ -134,12 +139,14 @@ def sample_confidences(engine: Engine, tokenizer: Any, tree: RolloutTree,
         raise ValueError(f"mode {spec.name!r} has no confidence turn")
     answers, contexts = [], []
     for ex, prompt in zip(examples, tree.prompts, strict=True):
-        for answer in prompt.answers:
+        for answer, prefill in zip(prompt.answers, _prefills(tokenizer, prompt, settings),
+                                   strict=True):
             messages = spec.confidence_prompt(ex.messages, answer.sample.text,
                                               settings.confidence_question)
             answers.append(answer)
             # Not truncated: the turn-1 prompt is already bounded and the answer is too.
-            contexts.append(encode_messages(tokenizer, messages, settings.chat_template))
+            contexts.append(encode_messages(tokenizer, messages, settings.chat_template)
+                            + prefill)
     params = settings.params(n or settings.num_generations_confidence,
                              settings.max_confidence_tokens, spec.confidence_stop,
                              _seed(seed, 1), first_answer, settings.confidence_temperature)
@@ -147,6 +154,19 @@ def sample_confidences(engine: Engine, tokenizer: Any, tree: RolloutTree,
                                      strict=True):
         answer.confidences = [_sample(context, g) for g in gens]
     return tree
+
+
+def _prefills(tokenizer: Any, prompt: PromptNode, settings: RolloutSettings
+              ) -> list[list[int]]:
+    """Per answer of `prompt`, the token ids the rollout writes at the start of its turn-2
+    reply: none, or an analysis of `settings.reanswers_shown` of the prompt's other answers
+    (`calibrl.protocol.reanswer`). They end the context, so they are never trained on."""
+    if not settings.reanswers_shown:
+        return [[] for _ in prompt.answers]
+    task = get_task(prompt.data_source)
+    keys = [task.extract_answer(answer_part(a.sample.text)) for a in prompt.answers]
+    return [tokenizer.encode(reanswer_prefill(others), add_special_tokens=False)
+            for others in others_for_each(keys, settings.reanswers_shown)]
 
 
 def run_rollout(engine: Engine, tokenizer: Any, examples: Sequence[TaskExample],

@@ -8,7 +8,12 @@ from pydantic import Field, field_validator, model_validator
 
 from calibrl.protocol.modes import DEFAULT_MODE
 from calibrl.settings.base import Seed
-from calibrl.settings.sections import ConfidenceSampling, known_mode
+from calibrl.settings.sections import (
+    REANSWERS_SHOWN_HELP,
+    ConfidenceSampling,
+    check_reanswers_shown,
+    known_mode,
+)
 
 
 class EvalSection(ConfidenceSampling):
@@ -37,6 +42,8 @@ class EvalSection(ConfidenceSampling):
                           "hidden state at <confidence> (what the stated confidence could "
                           "read), beside the difficulty table and the answer likelihood.")
 
+    reanswers_shown: int = Field(0, ge=0, description=REANSWERS_SHOWN_HELP)
+
     _known_mode = field_validator("mode")(known_mode)
 
     @model_validator(mode="after")
@@ -44,6 +51,7 @@ class EvalSection(ConfidenceSampling):
         if self.samples > 1 and self.temperature == 0:
             raise ValueError("samples > 1 with temperature 0 repeats one greedy answer; set "
                              "temperature > 0")
+        check_reanswers_shown(self.reanswers_shown, self.samples, "samples")
         return self
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from calibrl.errors import UserError
 from calibrl.protocol.modes import DEFAULT_MODE, get_mode, modes_help
@@ -89,6 +89,23 @@ class ConfidenceSampling(AnswerSampling):
                                      "turn); SFT, RL and evaluation must ask the same one.")
 
 
+REANSWERS_SHOWN_HELP = (
+    "Turn 2 in modes with a confidence turn: 0, the model writes its whole reply; k > 0, the "
+    "reply starts with an analysis the rollout writes, `<analysis>Again: <answer>…</answer> "
+    "…</analysis>`, holding k of the prompt's other sampled answers (each answer shown the next "
+    "k, cyclically; never its own), and the model writes the rest, its confidence. Independent "
+    "draws, where the re-answers a model writes itself copy each other; pair it with `calibrate "
+    "--analysis reanswer`, which trains the value to read them. Needs more answers per prompt "
+    "than k.")
+
+
+def check_reanswers_shown(shown: int, answers_per_prompt: int, name: str) -> None:
+    """Refuse showing k other answers with k or fewer answers per prompt."""
+    if shown and answers_per_prompt <= shown:
+        raise ValueError(f"reanswers_shown={shown} shows other answers of the prompt: {name} "
+                         f"must exceed it, got {answers_per_prompt}")
+
+
 class RolloutSection(ConfidenceSampling):
     temperature: float = Field(1.0, gt=0, allow_inf_nan=False,
                                description="Sampling temperature (both turns).")
@@ -102,10 +119,17 @@ class RolloutSection(ConfidenceSampling):
     num_generations_confidence: int = Field(2, ge=1, description="G_c: confidence completions "
                                             "sampled per answer (turn 2, in modes that have "
                                             "one).")
+    reanswers_shown: int = Field(0, ge=0, description=REANSWERS_SHOWN_HELP)
     max_batch_size: int = Field(64, gt=0, description="Most sequences decoded at once (memory "
                                 "bound of the transformers engine).")
     vllm_gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vLLM's share of "
                                                "GPU memory when colocated with training.")
+
+    @model_validator(mode="after")
+    def _more_answers_than_shown(self) -> RolloutSection:
+        check_reanswers_shown(self.reanswers_shown, self.num_generations_answer,
+                              "num_generations_answer")
+        return self
 
 
 # The names `calibrl.algo` registers for `algorithm.loss_agg` (`calibrl.algo.aggregation`) and

@@ -11,7 +11,9 @@ The model reads only the conversation: no grade, no hint is in the context.
 
 With `analysis="reanswer"` the analysis is instead the question answered again, fresh: the
 answers of the prompt's other samples (`calibrl.protocol.reanswer`), which the model writes at
-inference by sampling them itself, so its value can compare answers it sees. The answer
+inference by sampling them itself, or which the rollout writes for it from the prompt's other
+sampled answers (`eval.reanswers_shown`, `rollout.reanswers_shown`: then they are independent
+draws at inference too), so its value can compare answers it sees. The answer
 warm-up teaches writing them by recall (`sft.analysis: reanswer`); the cross-entropy here on
 the re-answers (`format_weight`) teaches that they are drawn independently, as the other
 samples are (left untrained, the turn-2 text drifted: 26 % unparsable in the facts demo).
@@ -40,7 +42,7 @@ from calibrl.errors import UserError
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.prompts import confidence_messages
-from calibrl.protocol.reanswer import reanswer_analysis
+from calibrl.protocol.reanswer import others_for_each, reanswer_analysis
 from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
 from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
 from calibrl.settings.calibrate import CalibrateSection
@@ -120,9 +122,7 @@ def _analyses(config: CalibrateSection, keys: Sequence[str | None], answers: Seq
     for 'reanswer' the next `reanswers` answers of the prompt, cyclically, never its own."""
     if config.analysis == "own":
         return [own_analysis(a.confidences[0].text) for a in answers]
-    n = len(keys)
-    return [reanswer_analysis([keys[(i + j) % n] for j in range(1, config.reanswers + 1)])
-            for i in range(n)]
+    return [reanswer_analysis(others) for others in others_for_each(keys, config.reanswers)]
 
 
 def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],

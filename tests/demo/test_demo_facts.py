@@ -107,8 +107,8 @@ def test_the_data_stage_shows_the_warm_up_what_it_should(tmp_path):
 def test_facts_demo_end_to_end_with_tiny_budgets(tmp_path):
     report = run_demo(load_demo_settings(RECIPE, [
         *SMALL_WORLD, f"out_dir={tmp_path}", "sft.steps=20", "eval.max_examples=12",
-        "eval.samples=1", "rl.optim.total_steps=2", "rl.rollout.prompts_per_step=2",
-        "calibrate.steps=3", "calibrate.prompts=4", "calibrate.answers_per_prompt=2",
+        "rl.optim.total_steps=2", "rl.rollout.prompts_per_step=2",
+        "calibrate.steps=3", "calibrate.prompts=4",
         "calibrate.batch_size=4", "calibrate.answer_batch_size=2"]))
     text = report.read_text()
     assert "facts of made-up countries" in text and "Faithfulness probe" not in text
@@ -117,7 +117,12 @@ def test_facts_demo_end_to_end_with_tiny_budgets(tmp_path):
     assert "| often |" in text and "difficulty table" in text
     for name in ("eval-before", "eval-calibrated", "eval-after"):
         metrics = json.loads((tmp_path / name / "metrics.json").read_text())
-        assert metrics["count"] == 12 and metrics["mode"] == "two_turn"
+        assert metrics["count"] == 12 * 4 and metrics["mode"] == "two_turn"  # 4 answers each
+    # each answer's turn 2 showed the question's three other answers, and only the value is
+    # the model's
+    rows = [json.loads(line) for line in
+            (tmp_path / "eval-after/predictions.jsonl").read_text().splitlines()]
+    assert rows and all(not (r["confidence_text"] or "").startswith("<analysis>") for r in rows)
     assert (tmp_path / "rl/final-model/config.json").is_file()
     assert set(json.loads((tmp_path / "timings.json").read_text())) == {
         "data", "supervised warm-up", "evaluation before RL", "confidence warm-up",

@@ -163,10 +163,16 @@ def _prefills(tokenizer: Any, prompt: PromptNode, settings: RolloutSettings
     (`calibrl.protocol.reanswer`). They end the context, so they are never trained on."""
     if not settings.reanswers_shown:
         return [[] for _ in prompt.answers]
+    return [tokenizer.encode(reanswer_prefill(others), add_special_tokens=False)
+            for others in others_for_each(answer_keys(prompt), settings.reanswers_shown)]
+
+
+def answer_keys(prompt: PromptNode) -> list[str | None]:
+    """What the prompt's task extracts from each of its answers, stripped (None: nothing): the
+    keys re-answers show and agreement compares."""
     task = get_task(prompt.data_source)
     keys = [task.extract_answer(answer_part(a.sample.text)) for a in prompt.answers]
-    return [tokenizer.encode(reanswer_prefill(others), add_special_tokens=False)
-            for others in others_for_each(keys, settings.reanswers_shown)]
+    return [None if k is None else str(k).strip() for k in keys]
 
 
 def run_rollout(engine: Engine, tokenizer: Any, examples: Sequence[TaskExample],

@@ -39,12 +39,16 @@ from calibrl.algo.self_estimates import (
 )
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
-from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import TWO_TURN
 from calibrl.protocol.prompts import confidence_messages
 from calibrl.protocol.reanswer import others_for_each, reanswer_analysis
 from calibrl.protocol.tags import ANALYSIS_CLOSE, ANALYSIS_OPEN, CONFIDENCE_CLOSE, CONFIDENCE_OPEN
-from calibrl.rollout.rollouts import RolloutSettings, sample_answers, sample_confidences
+from calibrl.rollout.rollouts import (
+    RolloutSettings,
+    answer_keys,
+    sample_answers,
+    sample_confidences,
+)
 from calibrl.settings.calibrate import CalibrateSection
 from calibrl.tasks import get_task
 from calibrl.training.sft_batch import IGNORE, TokenizedConversation, tokenize_conversation
@@ -146,8 +150,7 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
         score_tree(tree)
         for prompt in tree.prompts:
             task = get_task(prompt.data_source)
-            keys = [task.extract_answer(answer_part(a.sample.text)) for a in prompt.answers]
-            keys = [None if k is None else str(k).strip() for k in keys]
+            keys = answer_keys(prompt)
             analyses = _analyses(config, keys, prompt.answers)
             cluster = str(task.readout_cluster(prompt.ground_truth))
             for answer, agree, analysis in zip(prompt.answers, agreement(keys), analyses,

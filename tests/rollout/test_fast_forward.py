@@ -11,7 +11,7 @@ from transformers import DynamicCache
 
 from calibrl.models import build_tiny_model
 from calibrl.models import build_tokenizer as build_calibrl_tokenizer
-from calibrl.rollout import fast_forward
+from calibrl.rollout import fast_forward, kv_cache
 from calibrl.rollout.engine import SamplingParams
 from calibrl.rollout.hf_engine import Branch, HFEngine
 from calibrl.rollout.sampling import (
@@ -34,13 +34,14 @@ def _step_logits_both_ways(model, rows=5, context=7):
     ids = torch.randint(0, model.config.vocab_size, (rows, context))
     cache = DynamicCache()
     with torch.inference_mode():
-        model(input_ids=ids, past_key_values=cache, use_cache=True)
+        model(input_ids=ids, **kv_cache.with_cache(model, cache), use_cache=True)
         keys = [layer.keys.clone() for layer in cache.layers]
         values = [layer.values.clone() for layer in cache.layers]
         tokens = torch.randint(0, model.config.vocab_size, (rows,))
         pos = torch.full((rows,), context)
-        want = model(input_ids=tokens[:, None], position_ids=pos[:, None], past_key_values=cache,
-                     use_cache=True, logits_to_keep=1).logits[:, -1]
+        want = model(input_ids=tokens[:, None], position_ids=pos[:, None],
+                     **kv_cache.with_cache(model, cache), use_cache=True,
+                     logits_to_keep=1).logits[:, -1]
 
         def attend(module, q, k, v):
             kk = torch.cat([keys[module.layer_idx], k[:, :, None]], 2)

@@ -62,8 +62,8 @@ def _step_logits(model, path: str, rows=6, context=9, padded=True):
     cache = DynamicCache()
     chosen = fused_forward.decode_path(path)
     with torch.inference_mode():
-        model(input_ids=ids, attention_mask=mask[:, :context].long(), past_key_values=cache,
-              use_cache=True)
+        model(input_ids=ids, attention_mask=mask[:, :context].long(),
+              **kv_cache.with_cache(model, cache), use_cache=True)
         kv_cache.zero_hidden_slots(cache, mask[:, :context])  # as the engine does
         tokens = torch.randint(0, model.config.vocab_size, (rows,))
         pos = mask[:, :context].sum(1)

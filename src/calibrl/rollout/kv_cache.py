@@ -24,12 +24,38 @@ Shapes: R = rows, L = cached slots, S = new slots, H = kv heads, D = head dim.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Sequence
+from typing import Any
 
 import torch
+import transformers
+from packaging.version import Version
 from transformers import DynamicCache
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: keys, values [R, H, L, D]
+
+
+# transformers 5.24 renamed the forward argument `past_key_values` to `cache` (the old name warns,
+# and goes in 5.40); a wrapper whose forward takes **kwargs (peft, DDP) hands it to a model of
+# the installed version.
+_RENAMED_IN = Version("5.24.0")
+
+
+@functools.cache
+def _cache_keyword(model_class: type) -> str:
+    params = inspect.signature(model_class.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in params:
+            return name
+    return "cache" if Version(transformers.__version__) >= _RENAMED_IN else "past_key_values"
+
+
+def with_cache(model: Any, cache: DynamicCache) -> dict[str, DynamicCache]:
+    """The keyword argument that hands `cache` to `model`'s forward, by the name its forward
+    reads: `model(**with_cache(model, cache), ...)`."""
+    return {_cache_keyword(type(model)): cache}
 
 
 def model_device(model: torch.nn.Module) -> torch.device:
@@ -53,7 +79,7 @@ def prefill(model: torch.nn.Module, token_ids: Sequence[int]) -> KV:
     """Encode one sequence and return its keys and values, `[1, H, len(token_ids), D]` per layer."""
     ids = torch.tensor([list(token_ids)], dtype=torch.long, device=model_device(model))
     cache = DynamicCache()
-    model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    model(input_ids=ids, **with_cache(model, cache), use_cache=True, logits_to_keep=1)
     return cache_to_kv(cache)
 
 
@@ -119,7 +145,7 @@ def extend(
     full_mask = torch.cat([mask, new_mask.to(device)], dim=1)  # [R, L + S]
     positions = next_pos[:, None] + offsets.to(device)  # padding slots get harmless positions
     out = model(input_ids=ids.to(device), attention_mask=full_mask, position_ids=positions,
-                past_key_values=cache, use_cache=True, logits_to_keep=1)
+                **with_cache(model, cache), use_cache=True, logits_to_keep=1)
     zero_hidden_slots(cache, full_mask)
     return out.logits[:, -1], full_mask
 
@@ -134,7 +160,7 @@ def decode_step(
     """Feed one token per row. `tokens`, `pos`: `[R]`; returns logits `[R, V]`, mask `[R, L+1]`."""
     mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
     out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=pos[:, None],
-                past_key_values=cache, use_cache=True, logits_to_keep=1)
+                **with_cache(model, cache), use_cache=True, logits_to_keep=1)
     return out.logits[:, -1], mask
 
 

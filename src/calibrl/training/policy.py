@@ -9,7 +9,7 @@ import torch
 from transformers import DynamicCache
 
 from calibrl.algo.batch import TrainBatch, gather_logprobs
-from calibrl.rollout.kv_cache import zero_hidden_slots
+from calibrl.rollout.kv_cache import with_cache, zero_hidden_slots
 
 
 def token_logprobs(model: Any, batch: TrainBatch, temperature: float = 1.0,
@@ -54,7 +54,7 @@ def response_logits_shared(model: Any, batch: TrainBatch) -> torch.Tensor:
     first = first.scatter_reduce(0, inverse, rows, reduce="amin")  # one row per context [U]
     cache = DynamicCache()
     ctx_out = model(input_ids=batch.prompt_ids[first], attention_mask=ctx_mask[first],
-                    position_ids=batch.position_ids[first, :num_ctx], past_key_values=cache,
+                    position_ids=batch.position_ids[first, :num_ctx], **with_cache(model, cache),
                     use_cache=True, logits_to_keep=1)
     first_logits = ctx_out.logits[:, -1][inverse]  # predicts each row's first response token
     if num_resp == 1:
@@ -64,5 +64,5 @@ def response_logits_shared(model: Any, batch: TrainBatch) -> torch.Tensor:
     out = model(input_ids=batch.response_ids[:, :-1],
                 attention_mask=batch.attention_mask[:, :num_ctx + num_resp - 1],
                 position_ids=batch.position_ids[:, num_ctx:num_ctx + num_resp - 1],
-                past_key_values=cache, use_cache=True)
+                **with_cache(model, cache), use_cache=True)
     return torch.cat([first_logits[:, None], out.logits], dim=1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import string
 import time
+import unicodedata
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,16 +26,33 @@ GT = SA.check_ground_truth({"question": "Which team won Super Bowl 50?",
                             "answers": ["Denver Broncos", "The Broncos"]})
 
 # Text that exercises every rule: articles inside and across words, punctuation between them,
-# every kind of space, and letters whose lower case is special.
-ANSWER_TEXT = st.text(alphabet=st.sampled_from(list("aAnNtThHeEs _-'.,!?\t\n\u00a0\u3000") +
-                                               ["ß", "İ", "Σ", "é", "1", "x"]), max_size=40)
+# every kind of space, letters whose lower case is special, and accents to fold: precomposed,
+# as a combining mark, in a ligature, full width, and a letter that does not decompose.
+ANSWER_TEXT = st.text(alphabet=st.sampled_from(
+    list("aAnNtThHeEs _-'.,!?\t\n\u00a0\u3000") +
+    ["ß", "İ", "Σ", "é", "É", "\u0301", "ﬁ", "Ｔ", "ℌ", "’", "«", "ø", "1", "x"]), max_size=40)
+
+
+def slow_fold(text: str) -> str:
+    """Accents folded by hand: unless the text is ASCII, each character of its decomposition
+    that is a combining mark or punctuation of the Basic Multilingual Plane is left out."""
+    if all(ord(ch) < 128 for ch in text):
+        return text
+    kept = ""
+    for ch in unicodedata.normalize("NFKD", text):
+        category = unicodedata.category(ch)
+        if 0x80 <= ord(ch) <= 0xFFFF and (category == "Mn" or category[0] == "P"):
+            continue
+        kept += ch
+    return kept
 
 
 def slow_normalize(text: str) -> str:
-    """SQuAD's normalisation written out by hand: lower case, drop each punctuation mark, cut
-    the text into word-character runs and others, blank the runs that are articles, collapse
-    spaces."""
-    kept = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+    """SQuAD's normalisation written out by hand, accents folded first: lower case, fold, lower
+    case again, drop each punctuation mark, cut the text into word-character runs and others,
+    blank the runs that are articles, collapse spaces."""
+    folded = slow_fold(text.lower()).lower()
+    kept = "".join(ch for ch in folded if ch not in string.punctuation)
     pieces, run = [], ""
     for ch in kept:
         if ch.isalnum() or ch == "_":
@@ -90,6 +108,13 @@ def test_f1_matches_the_slow_reference(prediction, truth):
     ("A. Lincoln", "lincoln"),
     ("Levi's Stadium", "levis stadium"),
     ("", ""),
+    # accents folded (a departure from SQuAD, which keeps them)
+    ("Brasília", "brasilia"),
+    ("São Tomé", "sao tome"),
+    ("Xi’an", "xian"),  # punctuation beyond ASCII goes too
+    ("İstanbul", "istanbul"),
+    ("Ｐａｒｉｓ", "paris"),  # full width
+    ("Łódź", "łodz"),  # "ł" does not decompose
 ])
 def test_normalisation_examples(text, normalised):
     assert normalize_answer(text) == normalised
@@ -119,6 +144,17 @@ def test_best_over_accepted_answers():
     assert not exact_match("", [""]) and not exact_match("The", ["a"])  # saying nothing is wrong
 
 
+def test_an_answer_without_its_accents_is_right():
+    gt = SA.check_ground_truth({"question": "What is the capital of Brazil?",
+                                "answers": ["Brasília"]})
+    assert SA.verify("<answer>Brasilia</answer>", gt)
+    assert SA.verify("<answer>BRASÍLIA</answer>", gt)
+    assert not SA.verify("<answer>Brasil</answer>", gt)
+    # An accepted answer that differs from an earlier one only by accents adds nothing.
+    assert SA.check_ground_truth({"question": "q", "answers": ["Bogotá", "Bogota"]}
+                                 )["answers"] == ["Bogotá"]
+
+
 def test_verify_score_and_f1_through_the_task():
     right, partial = "<think>x</think>\n<answer>the Broncos.</answer>", "<answer>Denver</answer>"
     assert SA.verify(right, GT) and SA.score("User: q Assistant: " + right, GT) == 1.0
@@ -140,6 +176,7 @@ HOSTILE = [
     "<answer>" + "the " * 250_000 + "</answer>",
     "<answer>" + bytes(range(256)).decode("latin-1") + "\ud800\x00</answer>",
     "<answer>" + "Denver Broncos " * 50_000 + "</answer>",
+    "<answer>" + "é" * 1_000_000 + "</answer>",  # a megabyte of accents to fold
 ]
 
 

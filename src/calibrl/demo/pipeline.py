@@ -35,6 +35,7 @@ from calibrl.demo.facts import (
 )
 from calibrl.demo.tables import reward_table
 from calibrl.errors import Stopped, UserError
+from calibrl.protocol.completions import CHATML_ASSISTANT
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.settings import DemoSettings, load_settings, updated
 from calibrl.settings.loader import read_yaml
@@ -113,7 +114,7 @@ def stage_data_and_rewards(settings: DemoSettings, console: Console) -> dict[str
     for example in test_rows:
         solution = example.extra["solution"]
         think = "\n".join(example.extra["steps"])
-        prefix = f"<|im_start|>assistant\n{THINK_OPEN}\n{think}\n{THINK_CLOSE}\n"
+        prefix = f"{CHATML_ASSISTANT}\n{THINK_OPEN}\n{think}\n{THINK_CLOSE}\n"
         corrupted = _corrupt(solution, rng)
         answers = {"reference": f"{ANSWER_OPEN}{solution}{ANSWER_CLOSE}",
                    "corrupted": f"{ANSWER_OPEN}{corrupted}{ANSWER_CLOSE}",

@@ -13,7 +13,8 @@ from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_
 
 # Where the model's reply starts in a decoded prompt+response string: the plain "User: ...
 # Assistant:" format, then ChatML's assistant turn (a reward manager decodes special tokens).
-RESPONSE_MARKERS = ("Assistant:", "<|im_start|>assistant")
+CHATML_ASSISTANT = "<|im_start|>assistant"
+RESPONSE_MARKERS = ("Assistant:", CHATML_ASSISTANT)
 
 
 def response_part(solution_str: str) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from calibrl.errors import UserError
+from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, ANSWER_PAIR, THINK_PAIR
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant. You first think about the reasoning process and then give "
@@ -19,8 +20,8 @@ def user_prompt(numbers: Sequence[Any], target: Any) -> str:
     return (
         f"Using the numbers {nums}, create an equation that equals {int(target)}. "
         "You can use basic arithmetic operations (+, -, *, /) and each number can only be used "
-        "once. Show your reasoning in <think> </think> tags and give the final equation in "
-        "<answer> </answer> tags, for example <answer> (1 + 2) / 3 </answer>."
+        f"once. Show your reasoning in {THINK_PAIR} tags and give the final equation in "
+        f"{ANSWER_PAIR} tags, for example {ANSWER_OPEN} (1 + 2) / 3 {ANSWER_CLOSE}."
     )
 
 

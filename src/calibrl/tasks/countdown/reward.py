@@ -26,11 +26,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from calibrl.protocol.completions import RESPONSE_MARKERS
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN
 from calibrl.tasks.countdown.safe_eval import safe_evaluate
 
-# Markers after which the model's response starts in a decoded prompt+response string.
-_RESPONSE_MARKERS = ("Assistant:", "<|im_start|>assistant")
 _MARKERS_SHARED = "ssistant"
 _NUMBER = re.compile(r"\d+")
 TOLERANCE = 1e-5
@@ -46,7 +45,7 @@ def _response_last_line(solution_str: str) -> str:
     # One scan for the substring both markers share: on a long string without either marker
     # (most of the hostile ones) it halves the time spent looking for them.
     if _MARKERS_SHARED in solution_str:
-        for marker in _RESPONSE_MARKERS:
+        for marker in RESPONSE_MARKERS:
             at = solution_str.find(marker)
             if at != -1:
                 solution_str = solution_str[at + len(marker) :]

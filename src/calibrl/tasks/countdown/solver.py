@@ -29,6 +29,7 @@ from fractions import Fraction
 from itertools import combinations
 
 from calibrl.errors import UserError
+from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN
 from calibrl.tasks.countdown.reward import compute_score
 
 MAX_NUMBERS = 6
@@ -242,7 +243,7 @@ def _check_input(numbers: Sequence[int], target: int) -> None:
 def _first_scoring(nodes: Iterator[_Node], numbers: Sequence[int], target: int) -> _Node | None:
     ground_truth = {"target": target, "numbers": list(numbers)}
     for node in nodes:
-        if compute_score(f"<answer>{_render(node)}</answer>", ground_truth) == 1.0:
+        if compute_score(f"{ANSWER_OPEN}{_render(node)}{ANSWER_CLOSE}", ground_truth) == 1.0:
             return node
     return None
 

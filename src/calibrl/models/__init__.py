@@ -1,4 +1,5 @@
-"""Models: the tiny Countdown model family calibrl builds itself (CPU, no downloads).
+"""Models: the tiny Countdown model family calibrl builds itself (CPU, no downloads), a GGUF
+file converted to an ordinary folder, and loading any causal LM.
 
 Names are resolved on first use so that importing the light parts (sizes, prompt texts) does
 not load torch and transformers.
@@ -21,9 +22,11 @@ _EXPORTS = {
     "PAD_TOKEN": "calibrl.models.tokenizer",
     "build_tokenizer": "calibrl.models.tokenizer",
     "build_tiny_model": "calibrl.models.tiny",
+    "convert_gguf": "calibrl.models.gguf",
     "count_parameters": "calibrl.models.tiny",
     "create_tiny_model": "calibrl.models.tiny",
     "load_policy": "calibrl.models.loading",
+    "packaged_gguf": "calibrl.models.gguf",
     "resolve_model_path": "calibrl.models.loading",
     "tiny_config": "calibrl.models.tiny",
 }

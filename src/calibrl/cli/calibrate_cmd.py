@@ -9,17 +9,16 @@ import typer
 from calibrl.cli.options import (
     OptionMap,
     config_option,
-    overrides_argument,
     print_config_option,
 )
 from calibrl.settings.calibrate import CalibrateSettings
 
-CALIBRATE = OptionMap(CalibrateSettings)
+CALIBRATE = OptionMap(CalibrateSettings, example="prompts=200 answer_weight=1.0")
 
 
 def calibrate(
     ctx: typer.Context,
-    overrides: list[str] = overrides_argument(),
+    overrides: list[str] = CALIBRATE.overrides_argument(),
     config: Path = config_option(),
     print_config: bool = print_config_option(),
     data: Path = CALIBRATE.option("data", "--data"),
@@ -29,6 +28,8 @@ def calibrate(
     answers_per_prompt: int = CALIBRATE.option("answers_per_prompt", "--answers-per-prompt"),
     target: str = CALIBRATE.option("target", "--target"),
     loss: str = CALIBRATE.option("loss", "--loss"),
+    analysis: str = CALIBRATE.option("analysis", "--analysis"),
+    reanswers: int = CALIBRATE.option("reanswers", "--reanswers"),
     steps: int = CALIBRATE.option("steps", "--steps"),
     lr: float = CALIBRATE.option("lr", "--lr"),
     confidence_question: str = CALIBRATE.option("confidence_question", "--confidence-question"),

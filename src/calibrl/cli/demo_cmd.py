@@ -8,18 +8,18 @@ import typer
 
 from calibrl.cli.options import (
     OptionMap,
-    overrides_argument,
     print_config_and_exit,
     print_config_option,
 )
 from calibrl.settings.demo import DemoSettings
 
-DEMO = OptionMap(DemoSettings, keys={"out": "out_dir"})
+DEMO = OptionMap(DemoSettings, keys={"out": "out_dir"},
+                 example="sft.steps=300 rl.optim.total_steps=10")
 
 
 def demo(
     ctx: typer.Context,
-    overrides: list[str] = overrides_argument(),
+    overrides: list[str] = DEMO.overrides_argument(),
     config: Path = typer.Option(None, "--config", "-c", help="The demo recipe (default: "
                                 "configs/demo.yaml of the calibrl checkout); options and "
                                 "key=value overrides apply on top of it."),

@@ -9,19 +9,18 @@ import typer
 from calibrl.cli.options import (
     OptionMap,
     config_option,
-    overrides_argument,
     print_config_option,
 )
 from calibrl.errors import UserError
 from calibrl.protocol.modes import mode_names
 from calibrl.settings.eval import EvalSettings
 
-EVAL = OptionMap(EvalSettings)
+EVAL = OptionMap(EvalSettings, example="samples=4 temperature=0.7")
 
 
 def evaluate(
     ctx: typer.Context,
-    overrides: list[str] = overrides_argument(),
+    overrides: list[str] = EVAL.overrides_argument(),
     config: Path = config_option(),
     print_config: bool = print_config_option(),
     model: str = EVAL.option("model", "--model"),

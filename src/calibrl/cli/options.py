@@ -7,7 +7,11 @@ wins). An option left at its default sets nothing, so a config file's value stan
 `tests/cli/test_options_match_settings.py` walks every command's options against its fields.
 
 Every command also takes `--print-config`: print the resolved settings, each field with its
-help text (`calibrl.settings.describe`), and exit 0 without running.
+help text (`calibrl.settings.describe`), and exit 0 without running; a required setting not
+given yet is marked, not an error, so the defaults can be seen before anything is named.
+
+The help of the `key=value` argument shows an example of the command's own (`OptionMap.example`),
+checked against its settings when the command is declared.
 """
 
 from __future__ import annotations
@@ -21,7 +25,12 @@ import typer
 
 from calibrl.settings.base import Section, field_at
 from calibrl.settings.describe import describe_settings
-from calibrl.settings.loader import load_settings
+from calibrl.settings.loader import (
+    ShownSettings,
+    load_settings,
+    load_settings_to_show,
+    parse_overrides,
+)
 
 # The parameters every command has besides its typed options.
 CONFIG_PARAM = "config"
@@ -38,21 +47,26 @@ def config_option() -> Any:
                         "key=value overrides apply on top of it.")
 
 
-def overrides_argument() -> Any:
+def overrides_argument(example: str) -> Any:
+    """The `key=value ...` argument; `example` is shown in its help (a valid one for the
+    command: see `OptionMap.example`)."""
     return typer.Argument(None, help="Settings as dotted key=value (values read as YAML), "
-                          "applied last, e.g. temperature=0.7.", show_default=False)
+                          f"applied last, e.g. {example}.", show_default=False)
 
 
 def print_config_option() -> Any:
     return typer.Option(False, "--print-config", help="Print the resolved settings (config "
                         "file, options and overrides applied), every field with its help "
-                        "text, and exit without running.")
+                        "text, and exit without running; required settings not given yet are "
+                        "marked, not an error.")
 
 
-def print_config_and_exit(ctx: typer.Context, settings: Section) -> None:
-    """With `--print-config`: print `settings` with every field's help and exit 0."""
+def print_config_and_exit(ctx: typer.Context, settings: Section | ShownSettings) -> None:
+    """With `--print-config`: print `settings` with every field's help (what is not given yet
+    marked) and exit 0."""
     if ctx.params.get(PRINT_CONFIG_PARAM):
-        typer.echo(describe_settings(settings), nl=False)
+        shown = settings if isinstance(settings, ShownSettings) else ShownSettings(settings)
+        typer.echo(describe_settings(shown.settings, shown.not_set, shown.unmet), nl=False)
         raise typer.Exit(0)
 
 
@@ -75,12 +89,24 @@ class OptionMap:
         convert: parameter name -> function from the command-line value to the settings value,
             where `plain` is not enough (e.g. a mix written as NAME=VALUE,...).
         extra: parameters that set no field (e.g. `sft --check`, what to do after training).
+        example: `key=value` overrides shown in the help as an example; each key must be a
+            setting of `settings` (checked here, so a renamed setting fails at import).
     """
 
     settings: type[Section]
     keys: Mapping[str, str] = field(default_factory=dict)
     convert: Mapping[str, Callable[[Any], Any]] = field(default_factory=dict)
     extra: frozenset[str] = frozenset()
+    example: str = ""
+
+    def __post_init__(self) -> None:
+        for item in self.example.split():
+            field_at(self.settings, item.partition("=")[0])  # a UserError names the key
+        parse_overrides(self.example.split())
+
+    def overrides_argument(self) -> Any:
+        """The command's `key=value ...` argument, with its example in the help."""
+        return overrides_argument(self.example)
 
     def key(self, name: str) -> str:
         return self.keys.get(name, name)
@@ -109,7 +135,8 @@ class OptionMap:
         `then`, overrides a command adds for a shortcut flag). With `--print-config` they are
         printed and the command exits here."""
         overrides = [*(ctx.params.get(OVERRIDES_PARAM) or []), *(then or [])]
-        settings = load_settings(self.settings, ctx.params.get(CONFIG_PARAM), overrides,
-                                 self.given(ctx))
-        print_config_and_exit(ctx, settings)
-        return settings
+        config, given = ctx.params.get(CONFIG_PARAM), self.given(ctx)
+        if ctx.params.get(PRINT_CONFIG_PARAM):
+            print_config_and_exit(
+                ctx, load_settings_to_show(self.settings, config, overrides, given))
+        return load_settings(self.settings, config, overrides, given)

@@ -10,7 +10,6 @@ import typer
 from calibrl.cli.options import (
     OptionMap,
     config_option,
-    overrides_argument,
     print_config_option,
 )
 from calibrl.errors import UserError
@@ -24,12 +23,12 @@ def unescape(text: str) -> str:
 
 
 PROBE = OptionMap(ProbeSettings, keys={"forced": "forced_text"},
-                  convert={"forced": unescape, "points": parse_points})
+                  convert={"forced": unescape, "points": parse_points}, example="samples=50")
 
 
 def probe(
     ctx: typer.Context,
-    overrides: list[str] = overrides_argument(),
+    overrides: list[str] = PROBE.overrides_argument(),
     config: Path = config_option(),
     print_config: bool = print_config_option(),
     model: str = PROBE.option("model", "--model"),

@@ -9,13 +9,13 @@ import typer
 from calibrl.cli.options import (
     OptionMap,
     config_option,
-    overrides_argument,
     print_config_option,
 )
 from calibrl.errors import UserError
 from calibrl.settings.sft import SFTMix, SFTSettings, parse_mix
 
-SFT = OptionMap(SFTSettings, convert={"mix": parse_mix}, extra=frozenset({"check"}))
+SFT = OptionMap(SFTSettings, convert={"mix": parse_mix}, extra=frozenset({"check"}),
+                example="steps=300 lr=1e-3")
 
 
 def _check_args(check: int, exclude: tuple[str, ...]) -> None:
@@ -27,7 +27,7 @@ def _check_args(check: int, exclude: tuple[str, ...]) -> None:
 
 def sft(
     ctx: typer.Context,
-    overrides: list[str] = overrides_argument(),
+    overrides: list[str] = SFT.overrides_argument(),
     config: Path = config_option(),
     print_config: bool = print_config_option(),
     data: Path = SFT.option("data", "--data"),

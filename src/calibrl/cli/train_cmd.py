@@ -9,19 +9,19 @@ import typer
 from calibrl.cli.options import (
     OptionMap,
     config_option,
-    overrides_argument,
     print_config_option,
 )
 from calibrl.settings.train import TrainSettings
 
 # Every setting of a run is a key=value override (`optim.lr=1e-5`); `--resume` and
 # `--overwrite` are shortcuts.
-TRAIN = OptionMap(TrainSettings, extra=frozenset({"resume", "overwrite"}))
+TRAIN = OptionMap(TrainSettings, extra=frozenset({"resume", "overwrite"}),
+                  example="optim.lr=1e-4 algorithm.mode=rlvr")
 
 
 def train(
     ctx: typer.Context,
-    overrides: list[str] = overrides_argument(),
+    overrides: list[str] = TRAIN.overrides_argument(),
     config: Path = config_option(),
     print_config: bool = print_config_option(),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint "

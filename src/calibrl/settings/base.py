@@ -87,9 +87,19 @@ def unknown_key_message(key: str, model: type[BaseModel]) -> str:
 
 def describe_error(err: ValidationError, model: type[BaseModel]) -> str:
     """The first problem of a validation error as one line."""
-    first = err.errors()[0]
+    return describe_problem(err.errors()[0], model)
+
+
+def describe_problem(first: Any, model: type[BaseModel]) -> str:
+    """One problem of a validation error (an entry of `err.errors()`) as one line."""
     where = ".".join(str(p) for p in first["loc"])
     if first["type"] == "extra_forbidden":
+        # An unknown section given keys (`eval.reanswers_shown=3` where there is no `eval`):
+        # name the whole dotted key, whose closest known key is the useful hint.
+        value = first.get("input")
+        while isinstance(value, dict) and len(value) == 1:
+            inner, value = next(iter(value.items()))
+            where = f"{where}.{inner}"
         return unknown_key_message(where, model)
     if first["type"] == "missing":
         return f"missing setting '{where}'"

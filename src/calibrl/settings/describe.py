@@ -1,7 +1,9 @@
 """The resolved settings as commented YAML: every field's value with its help text above it.
 
 What `calibrl <command> --print-config` prints. The text is a valid settings file: loading it
-with `load_settings` gives the same settings back.
+with `load_settings` gives the same settings back. A required setting not given yet is shown
+as a commented-out line, `# model: <required>`, and named at the top, so the file loads back
+to the same state: everything set but that.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import yaml
 from pydantic import BaseModel
 
 from calibrl.settings.base import section_type
+from calibrl.settings.loader import NOT_SET
 
 WIDTH = 100
 INDENT = "  "
@@ -29,7 +32,8 @@ def _value_lines(name: str, value: object, indent: str) -> list[str]:
     return [indent + line for line in text.rstrip("\n").splitlines()]
 
 
-def _section_lines(settings: BaseModel, indent: str) -> list[str]:
+def _section_lines(settings: BaseModel, indent: str, prefix: str,
+                   not_set: frozenset[str]) -> list[str]:
     lines: list[str] = []
     values = settings.model_dump(mode="json")
     for name, field in type(settings).model_fields.items():
@@ -39,14 +43,25 @@ def _section_lines(settings: BaseModel, indent: str) -> list[str]:
         inner = getattr(settings, name)
         if section_type(field) is not None and isinstance(inner, BaseModel):
             lines.append(f"{indent}{name}:")
-            lines += _section_lines(inner, indent + INDENT)
+            lines += _section_lines(inner, indent + INDENT, f"{prefix}{name}.", not_set)
+        elif prefix + name in not_set:
+            lines.append(f"{indent}# {name}: {NOT_SET}")
         else:
             lines += _value_lines(name, values[name], indent)
     return lines
 
 
-def describe_settings(settings: BaseModel) -> str:
-    """`settings` as YAML with each field's help text as a comment above it."""
+def describe_settings(settings: BaseModel, not_set: tuple[str, ...] = (),
+                      unmet: str | None = None) -> str:
+    """`settings` as YAML with each field's help text as a comment above it; the dotted keys
+    `not_set` (required, not given) are named at the top and left commented out, and so is a
+    check across settings that they do not pass yet (`unmet`)."""
     doc = type(settings).__doc__
     head = _comment(doc.strip().splitlines()[0], "") if doc else []
-    return "\n".join([*head, *_section_lines(settings, "")]) + "\n"
+    if not_set:
+        head += _comment(f"Required, not set yet: {', '.join(not_set)} (give each as an "
+                         "option, as key=value or in --config).", "")
+    if unmet:
+        head += _comment(f"Not runnable as it stands: {unmet}.", "")
+    body = _section_lines(settings, "", "", frozenset(not_set))
+    return "\n".join([*head, *body]) + "\n"

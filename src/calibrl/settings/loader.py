@@ -7,14 +7,21 @@ later sources win. Any problem is one `UserError` line.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_origin
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from calibrl.errors import UserError
-from calibrl.settings.base import Section
+from calibrl.settings.base import (
+    Section,
+    describe_error,
+    describe_problem,
+    leaf_fields,
+    section_type,
+)
 
 S = TypeVar("S", bound=Section)
 
@@ -83,17 +90,102 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return loaded or {}
 
 
-def load_settings(cls: type[S], path: str | Path | None = None,
-                  overrides: list[str] | None = None,
-                  options: Mapping[str, Any] | None = None) -> S:
-    """`cls` from an optional YAML file, typed options (dotted keys) and `key=value` overrides."""
+def _settings_tree(path: str | Path | None, overrides: list[str] | None,
+                   options: Mapping[str, Any] | None) -> dict[str, Any]:
     tree = read_yaml(path) if path is not None else {}
     tree = merge(tree, dotted_tree(options or {}))
     tree = merge(tree, parse_overrides(overrides or []))
     for key in tree:
         if not isinstance(key, str):
             raise UserError(f"config key {key!r} is not a name")
-    return cls.create(**tree)
+    return tree
+
+
+def load_settings(cls: type[S], path: str | Path | None = None,
+                  overrides: list[str] | None = None,
+                  options: Mapping[str, Any] | None = None) -> S:
+    """`cls` from an optional YAML file, typed options (dotted keys) and `key=value` overrides."""
+    return cls.create(**_settings_tree(path, overrides, options))
+
+
+# Stands in for a required text setting left out, so that the rest can still be shown.
+NOT_SET = "<required>"
+
+
+@dataclass(frozen=True)
+class ShownSettings:
+    """What `--print-config` shows: the settings as far as they are given.
+
+    Attributes:
+        settings: every value given, the rest at its default; a required text setting not
+            given holds `NOT_SET`.
+        not_set: the dotted keys of the required settings not given.
+        unmet: a check across several settings that the values do not pass yet (e.g. sft's
+            "give steps and/or minutes"); None when there is none.
+    """
+
+    settings: Section
+    not_set: tuple[str, ...] = ()
+    unmet: str | None = None
+
+
+def load_settings_to_show(cls: type[S], path: str | Path | None = None,
+                          overrides: list[str] | None = None,
+                          options: Mapping[str, Any] | None = None) -> ShownSettings:
+    """As `load_settings`, but what is not given yet does not stop it: a required setting left
+    out, or a check across settings not met, is named beside the settings instead (what
+    `--print-config` shows before the user has named a model or a data file). A wrong value or
+    an unknown key is a `UserError`, as without `--print-config`."""
+    tree = _settings_tree(path, overrides, options)
+    try:
+        return ShownSettings(cls(**tree))
+    except ValidationError as err:
+        first = err
+    gaps = tuple(_dotted(p["loc"]) for p in first.errors() if p["type"] == "missing")
+    if not gaps:
+        if _across_settings(first):
+            return ShownSettings(_unchecked(cls, tree), (), _unmet(first, cls))
+        raise UserError(describe_error(first, cls)) from None
+    if len(gaps) != first.error_count():
+        wrong = next(p for p in first.errors() if p["type"] != "missing")
+        raise UserError(describe_problem(wrong, cls)) from None
+    filled = merge(tree, dotted_tree({key: _stand_in(cls, key) for key in gaps}))
+    try:
+        return ShownSettings(cls(**filled), gaps)
+    except ValidationError as err:
+        if _across_settings(err):
+            return ShownSettings(_unchecked(cls, filled), gaps, _unmet(err, cls))
+        # A required setting that is not text (a recipe's numbers) takes no stand-in: then the
+        # error is the one without --print-config.
+        raise UserError(describe_error(first, cls)) from None
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _stand_in(cls: type[Section], key: str) -> Any:
+    """`NOT_SET` as the field of `key` holds it (a field of several texts: one)."""
+    return (NOT_SET,) if get_origin(leaf_fields(cls)[key].annotation) is tuple else NOT_SET
+
+
+def _unmet(err: ValidationError, cls: type[Section]) -> str:
+    return describe_error(err, cls).removeprefix("config: ")
+
+
+def _across_settings(err: ValidationError) -> bool:
+    """Whether every problem is the whole settings' own check (no field named)."""
+    return all(not p["loc"] for p in err.errors())
+
+
+def _unchecked(cls: type[S], tree: Mapping[str, Any]) -> S:
+    """`cls` with its own checks across settings skipped: each value was valid on its own
+    (pydantic runs those checks only then); sections are built, and checked, as usual."""
+    values = {}
+    for name, value in tree.items():
+        inner = section_type(cls.model_fields[name])
+        values[name] = inner(**value) if inner is not None and isinstance(value, dict) else value
+    return cls.model_construct(**values)
 
 
 def updated(settings: S, values: Mapping[str, Any]) -> S:

@@ -36,6 +36,7 @@ def _register() -> None:
     from calibrl.cli import (
         calibrate_cmd,
         data_cmd,
+        data_facts_cmd,
         data_qa_cmd,
         demo_cmd,
         eval_cmd,
@@ -46,6 +47,7 @@ def _register() -> None:
     )
 
     data_cmd.app.command("numeric-qa")(data_qa_cmd.numeric_qa)
+    data_cmd.app.command("world-facts")(data_facts_cmd.world_facts)
     app.add_typer(data_cmd.app, name="data")
     app.add_typer(model_cmd.app, name="model")
     app.command("demo")(demo_cmd.demo)

@@ -1,0 +1,116 @@
+"""Splitting world facts by entity, and the rows they become.
+
+Two facts that share an entity (`WorldFact.entities`: "capital of France" and "In which country
+is Lyon?" share France; it and "In which country is Paris?" share Paris) are linked, and every
+linked set (a connected component) goes to one split whole. So no entity of a test question, its
+subject or its answer, appears in any training question: a model cannot have trained on the
+capital of France, nor on France at all, when it is tested on it. The components are shuffled by
+`seed` and taken into the test split while they fit in `test_fraction` of the facts; what is left
+is the training split. A held-out type (`hold_out`) is not split: every fact of it goes to the
+`held_out` split (its entities may appear in training questions of other types), so a type can
+stay out of every stage and test whether what was learnt carries over to a new kind of question.
+Each split's rows are then shuffled by `seed`, so a prefix mixes the types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Iterable, Sequence
+
+from calibrl.data.example import TaskExample
+from calibrl.errors import UserError
+from calibrl.tasks.short_answer.data import short_answer_example
+from calibrl.tasks.short_answer.world_facts import (
+    DEFAULT_TEST_FRACTION,
+    FACT_TYPES,
+    TIER_ORDER,
+    WorldFact,
+    parse_types,
+)
+
+HELD_OUT = "held_out"  # the split name of held-out types' facts
+
+
+def components(facts: Sequence[WorldFact]) -> list[list[int]]:
+    """The indices of `facts` in linked sets (facts linked when they share an entity), each set
+    in index order and the sets by their first index."""
+    parent = list(range(len(facts)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]  # path halving keeps the trees flat
+            i = parent[i]
+        return i
+
+    first_with: dict[str, int] = {}
+    for i, fact in enumerate(facts):
+        for entity in fact.entities:
+            j = first_with.setdefault(entity, i)
+            parent[root(i)] = root(j)
+    sets: dict[int, list[int]] = {}
+    for i in range(len(facts)):
+        sets.setdefault(root(i), []).append(i)
+    return sorted(sets.values(), key=lambda members: members[0])
+
+
+def split_world_facts(facts: Sequence[WorldFact], *, seed: int = 0,
+                      test_fraction: float = DEFAULT_TEST_FRACTION,
+                      hold_out: Iterable[str] = ()) -> dict[str, list[WorldFact]]:
+    """{"train", "test"} (and `HELD_OUT` when `hold_out` names types) as the module doc says;
+    the test split holds at most `round(test_fraction * n)` of the n facts split."""
+    if not 0.0 <= test_fraction <= 1.0:  # also false for NaN
+        raise UserError(f"test fraction must be in [0, 1], got {test_fraction}")
+    held_types = set(parse_types(hold_out)) if hold_out else set()
+    rng = random.Random(seed)
+    held = [f for f in facts if f.fact_type in held_types]
+    rest = [f for f in facts if f.fact_type not in held_types]
+    if not rest:
+        raise UserError("every fact type is held out: nothing is left to train or test on")
+    target = round(test_fraction * len(rest))
+    linked = components(rest)
+    rng.shuffle(linked)
+    in_test: set[int] = set()
+    for members in linked:
+        if len(in_test) + len(members) <= target:
+            in_test.update(members)
+    splits = {"train": [f for i, f in enumerate(rest) if i not in in_test],
+              "test": [f for i, f in enumerate(rest) if i in in_test]}
+    if held_types:
+        splits[HELD_OUT] = held
+    for rows in splits.values():
+        rng.shuffle(rows)
+    return splits
+
+
+def world_examples(facts: Sequence[WorldFact], split: str, style: str) -> list[TaskExample]:
+    """Facts as short-answer examples of `split`, indexed 0.. in order: the accepted answers,
+    the group as the difficulty; `extra_info` adds the `fact_type` and the `entities`."""
+    examples = []
+    for i, fact in enumerate(facts):
+        example = short_answer_example({"question": fact.question, "answers": list(fact.answers),
+                                        "difficulty": fact.group}, i, split, style)
+        examples.append(dataclasses.replace(example, extra={
+            **example.extra, "fact_type": fact.fact_type, "entities": list(fact.entities)}))
+    return examples
+
+
+def count_table(splits: dict[str, Sequence[WorldFact]]) -> str:
+    """The facts of each split counted by type and, under each type, by group, as a text table
+    (one column per split, a last row of totals)."""
+    names = list(splits)
+    labels = sorted({(f.fact_type, f.tier) for facts in splits.values() for f in facts},
+                    key=lambda pair: (FACT_TYPES.index(pair[0]), TIER_ORDER.index(pair[1])))
+    rows = [("", *names)]
+    for fact_type in dict.fromkeys(t for t, _ in labels):
+        rows.append((fact_type, *(str(sum(f.fact_type == fact_type for f in splits[s]))
+                                  for s in names)))
+        rows += [(f"  {t}/{level}", *(str(sum((f.fact_type, f.tier) == (t, level)
+                                                  for f in splits[s])) for s in names))
+                 for t, level in labels if t == fact_type]
+    rows.append(("all", *(str(len(splits[s])) for s in names)))
+    width = max(len(row[0]) for row in rows)
+    widths = [max(len(row[k]) for row in rows) for k in range(1, len(names) + 1)]
+    return "\n".join(row[0].ljust(width) + "".join(f"  {cell:>{w}}" for cell, w in
+                                                   zip(row[1:], widths, strict=True))
+                     for row in rows)

@@ -199,21 +199,26 @@ def test_summarize_without_confidence_reports_none_for_calibration():
 
 
 def test_hostile_confidences_count_as_unparsable_and_never_nan():
+    # Seven that parse beside the six hostile ones, so the calibration metrics are computed.
     records = [dict(correct=y, confidence=c, format_ok=True, answer_len=1, conf_len=1)
                for y, c in [(True, float("nan")), (False, 7.0), (True, "0.5"), (False, True),
-                            (True, float("inf")), (False, -0.1), (True, np.float32(0.5))]]
+                            (True, float("inf")), (False, -0.1), (True, np.float32(0.5))]
+               + [(y, 0.5) for y in (True, False) * 3]]
     conf, _, parsable = calibration_arrays(records)
-    assert parsable.tolist() == [False] * 6 + [True]
+    assert parsable.tolist() == [False] * 6 + [True] * 7
     m = summarize(records)
-    assert m["unparsable_confidence_rate"] == pytest.approx(6 / 7)
+    assert m["unparsable_confidence_rate"] == pytest.approx(6 / 13)
+    assert m["ece"] is not None
     assert all(v is None or math.isfinite(v) for v in m.values())
 
 
-def test_all_unparsable_scores_as_zero_confidence():
+def test_all_unparsable_reports_no_calibration_but_the_unparsable_share():
+    # Scored as confidence 0 they would read ECE 1 here, and ECE 0 had both answers been wrong:
+    # numbers of the stand-in, not of the model (tests/evaluation/test_calibration_unavailable).
     records = [dict(correct=True, confidence=None, format_ok=False, answer_len=3, conf_len=0)] * 2
     m = summarize(records)
-    # conf 0 on correct answers: Brier 1, ECE 1, AUROC undefined.
-    assert (m["brier"], m["ece"], m["auroc"], m["mean_confidence"]) == (1.0, 1.0, None, 0.0)
+    assert (m["brier"], m["ece"], m["auroc"], m["mean_confidence"]) == (None,) * 4
+    assert m["calibration_unavailable"] == "no confidence parsed (2 of 2 unparsable)"
     assert m["unparsable_confidence_rate"] == 1.0 and m["format_failure_rate"] == 1.0
 
 

@@ -44,15 +44,21 @@ def test_eval_writes_predictions_and_metrics(setup, mode):
     assert all(r["answer_len"] <= 6 + (4 if mode == "rlcr" else 0) for r in rows)
     saved = json.loads((out / "metrics.json").read_text())
     assert saved["mode"] == mode and saved["accuracy"] == metrics["accuracy"]
-    assert (saved["ece"] is None) == (mode == "rlvr")
+    # The random tiny model rarely writes a confidence that parses: with fewer than half parsed
+    # the calibration metrics are not available, and say why (test_calibration_unavailable).
+    stated = mode != "rlvr"
+    unavailable = saved.get("calibration_unavailable")
+    assert (unavailable is not None) == (stated and saved["unparsable_confidence_rate"] > 0.5)
+    assert (saved["ece"] is None) == (not stated or unavailable is not None)
     assert ((out / "reliability.png").exists()) == (mode != "rlvr")
     assert ((out / "risk_coverage.png").exists()) == (mode != "rlvr")
     assert all(r["group"] == f"{2 + r['index'] % 2} numbers" for r in rows)
     assert list(saved["by_group"]) == ["2 numbers", "3 numbers"]
     assert saved["by_group"]["2 numbers"]["count"] == 6
-    assert (saved["aurc"] is None) == (mode == "rlvr")
+    assert (saved["aurc"] is None) == (saved["ece"] is None)
     # The default 1,000 bootstrap draws over the 5 problems: accuracy's interval for every mode.
-    assert set(saved["bootstrap"]) == ({"accuracy"} if mode == "rlvr" else set(BOOTSTRAP_METRICS))
+    assert set(saved["bootstrap"]) == ({"accuracy"} if saved["ece"] is None
+                                       else set(BOOTSTRAP_METRICS))
     assert saved["bootstrap"]["accuracy"]["draws"] == 1000
     # Every answer's likelihood under the model; the baselines come with a stated confidence.
     assert all(0.0 < r["answer_likelihood"] <= 1.0 for r in rows)

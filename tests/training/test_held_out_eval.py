@@ -35,9 +35,14 @@ def test_train_logs_held_out_metrics_every_n_steps_and_at_the_end(tmp_path, tiny
     rows = {row["step"]: row for row in _rows(tmp_path / "run")}
     assert "eval/accuracy" not in rows[1]
     for step in (2, 3):  # every 2 steps, and the last one
-        for key in ("eval/accuracy", "eval/ece", "eval/brier", "time/eval_s"):
+        for key in ("eval/accuracy", "eval/unparsable_confidence_rate", "time/eval_s"):
             assert isinstance(rows[step][key], float), (step, key)
-        assert 0 <= rows[step]["eval/accuracy"] <= 1 and 0 <= rows[step]["eval/brier"] <= 1
+        assert 0 <= rows[step]["eval/accuracy"] <= 1
+        # ECE and Brier are logged when at least half of the confidences parsed (else they are
+        # not available, `calibrl.evaluation.metrics.calibration_unavailable`).
+        calibrated = rows[step]["eval/unparsable_confidence_rate"] <= 0.5
+        assert ("eval/ece" in rows[step]) == ("eval/brier" in rows[step]) == calibrated
+        assert not calibrated or 0 <= rows[step]["eval/brier"] <= 1
     events = EventAccumulator(str(tmp_path / "run/tensorboard"))
     events.Reload()
     assert [e.step for e in events.Scalars("eval/accuracy")] == [2, 3]

@@ -16,6 +16,7 @@ from calibrl.errors import UserError
 from calibrl.evaluation.bootstrap import LEVEL
 from calibrl.evaluation.plots import plot_reliability_overlay, plot_risk_coverage
 from calibrl.evaluation.report import load_bins, load_metrics, load_risk_coverage
+from calibrl.evaluation.summary import UNAVAILABLE
 from calibrl.utils.plotting import check_figure_path
 
 # (metrics.json key, column header, format). Arrows say which direction is better.
@@ -77,6 +78,14 @@ def _table(labels: Sequence[str], columns: Sequence[tuple[str, str, str]],
     return "\n".join(lines) + "\n"
 
 
+def _unavailable_notes(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
+    """One line per (label, metrics) whose calibration is not available, with the reason: an
+    n/a there is no undefined AUROC but too few parsed confidences."""
+    lines = [f"Calibration not available for {label}: {m[UNAVAILABLE]}.\n"
+             for label, m in rows if m.get(UNAVAILABLE)]
+    return "".join(["\n", *lines]) if lines else ""  # a blank line first ends the table
+
+
 def _extra_columns(rows: Sequence[dict[str, Any]]) -> tuple[tuple[str, str, str], ...]:
     names = sorted({n for r in rows for n in (r.get("extra_scores") or {})})
     return tuple((f"extra:{n}", f"{n} ↑", "{:.4f}") for n in names)
@@ -90,8 +99,9 @@ def metrics_table(rows: Sequence[dict[str, Any]]) -> str:
     """Markdown table, one row per metrics dict (as `load_metrics` returns), in order; a task's
     extra scores (e.g. token F1) follow accuracy's columns when some run has them."""
     columns = COLUMNS[:2] + _extra_columns(rows) + COLUMNS[2:]
-    return _table(["run", "mode"], columns, [((r["name"], r["mode"]), _with_extras(r))
-                                             for r in rows])
+    return (_table(["run", "mode"], columns, [((r["name"], r["mode"]), _with_extras(r))
+                                              for r in rows])
+            + _unavailable_notes([(r["name"], r) for r in rows]))
 
 
 def _likelihood(row: dict[str, Any]) -> dict[str, Any] | None:
@@ -107,8 +117,12 @@ def group_table(rows: Sequence[dict[str, Any]]) -> str | None:
     if not grouped:
         return None
     with_likelihood = any(_likelihood(r) for r in rows)
-    return _table(["run", "group"], GROUP_COLUMNS + ((LIKELIHOOD_AUROC,) if with_likelihood
-                                                     else ()), grouped)
+    # A run not available as a whole says so once, in `metrics_table`'s note.
+    notes = [(f"{r['name']} / {label}", m) for r in rows if not r.get(UNAVAILABLE)
+             for label, m in (r.get("by_group") or {}).items()]
+    return (_table(["run", "group"], GROUP_COLUMNS + ((LIKELIHOOD_AUROC,) if with_likelihood
+                                                      else ()), grouped)
+            + _unavailable_notes(notes))
 
 
 def baseline_table(rows: Sequence[dict[str, Any]]) -> str | None:

@@ -18,7 +18,8 @@ from calibrl.evaluation.summary import summarize
 from calibrl.protocol.modes import get_mode
 from calibrl.settings import EvalSection, TrainSettings
 
-# What is logged of `summarize`'s keys (a None, e.g. AUROC when all answers agree, is left out).
+# What is logged of `summarize`'s keys (a None is left out: AUROC when all answers agree, the
+# calibration metrics when too few confidences parsed).
 LOGGED = ("accuracy", "ece", "brier", "auroc", "aurc", "mean_confidence", "format_failure_rate",
           "unparsable_confidence_rate")
 

@@ -25,6 +25,14 @@ stays visible. The training reward differs (it gives 0 reward to any unparsable 
 it must make breaking the format worse than every honest answer; a metric only has to score the
 prediction.
 
+That holds while the stated values are most of what is scored. Calibration metrics (ECE, Brier,
+AUROC, AURC, mean confidence: `CONFIDENCE_METRICS`) need at least `MIN_PARSED_SHARE` = half of
+the answers' confidences parsed; below it they are not available, with the reason
+(`calibration_unavailable`), and the unparsable share alone is reported. Below half, most scored
+values would be the stand-in 0.0, and the metrics would describe it, not the model: with none
+parsed and every answer wrong, ECE and Brier read 0.0, a perfect score from nothing. Half is
+where the model's own values become the majority; the runs in docs/results parse 95-100 %.
+
 Selective prediction (risk-coverage, AURC): answer only when confidence >= t. Answers with equal
 confidence are answered or withheld together, so no result depends on an arbitrary order among
 ties. Unparsable confidences, scored 0.0, are the last to be answered.
@@ -41,6 +49,9 @@ import numpy as np
 
 UNPARSABLE_CONFIDENCE = 0.0
 DEFAULT_N_BINS = 10
+MIN_PARSED_SHARE = 0.5
+# The metrics that score the stated confidence: not available together (module docstring).
+CONFIDENCE_METRICS = ("ece", "brier", "auroc", "aurc", "mean_confidence")
 
 
 @dataclass(frozen=True)
@@ -70,6 +81,21 @@ def check_arrays(confidences: Any, correct: Any) -> tuple[np.ndarray, np.ndarray
     if not np.all((corr == 0.0) | (corr == 1.0)):
         raise ValueError("correct must be bool or 0/1")
     return conf, corr
+
+
+def calibration_unavailable(parsable: Any) -> str | None:
+    """Why the calibration metrics of these answers are not available (fewer than
+    `MIN_PARSED_SHARE` of their confidences parsed), or None when they are.
+
+    Shape: parsable (N,) bool, N > 0.
+    """
+    parsable = np.asarray(parsable, dtype=bool)
+    parsed, n = int(parsable.sum()), int(parsable.size)
+    if parsed >= MIN_PARSED_SHARE * n:
+        return None
+    if parsed == 0:
+        return f"no confidence parsed ({n} of {n} unparsable)"
+    return f"only {parsed} of {n} confidences parsed; calibration needs at least half"
 
 
 def check_n_bins(n_bins: int) -> None:

@@ -134,6 +134,18 @@ def plot_confidence_histogram(
     return save_figure(fig, out_path)
 
 
+def plot_not_available(out_path: str | Path, *, title: str, reason: str) -> Path:
+    """A figure that says why there is nothing to draw, where a diagram would otherwise stand:
+    an empty or perfect-looking diagram would read as a result."""
+    fig = Figure(figsize=(6.4, 3.2))
+    ax = fig.subplots()
+    ax.set_axis_off()
+    ax.set_title(title)
+    ax.text(0.5, 0.5, f"calibration not available:\n{reason}", ha="center", va="center", wrap=True,
+            transform=ax.transAxes)
+    return save_figure(fig, out_path)
+
+
 def plot_risk_coverage(
     curves: Mapping[str, tuple[Any, Any]],
     out_path: str | Path,

@@ -9,14 +9,22 @@ computed `EvaluationResult` (`calibrl.evaluation.result`), read back by the load
                              difficulty table, answer likelihood and readout,
                              `calibrl.evaluation.baselines.baseline_metrics`); "extra_scores"
                              when the task has them, "bootstrap" when drawn
-                             (`EvaluationResult.to_metrics`). Other keys may be added by
-                             callers and are kept.
+                             (`EvaluationResult.to_metrics`). When too few confidences
+                             parsed, the stated confidence's metrics are null and
+                             "calibration_unavailable" (here and in a group) says why
+                             (`calibrl.evaluation.metrics.calibration_unavailable`). Other
+                             keys may be added by callers and are kept.
     <run_dir>/bins.json      {"convention": <text>, "bins": [{"lower", "upper", "count",
                              "mean_confidence", "accuracy"}, ...]}; "bins" is [] for a mode
-                             without confidences.
+                             without confidences, and when calibration is not available (then
+                             with "calibration_unavailable").
     <run_dir>/risk_coverage.json   {"coverage": [...], "risk": [...], "thresholds": [...]},
-                             the `risk_coverage` curve; all [] for a mode without confidences.
-    <run_dir>/reliability.png, confidence_hist.png, risk_coverage.png   (with confidences only)
+                             the `risk_coverage` curve; all [] for a mode without confidences,
+                             and when calibration is not available (then with
+                             "calibration_unavailable").
+    <run_dir>/reliability.png, confidence_hist.png, risk_coverage.png   (with confidences only;
+                             when calibration is not available, the reliability and
+                             risk-coverage figures say so and why)
 
 JSON is written with `allow_nan=False`: a NaN would be a bug, and it fails here, not in a reader.
 Readers raise `UserError` naming the file for anything missing or malformed, since run folders
@@ -37,11 +45,12 @@ from calibrl.errors import UserError
 from calibrl.evaluation.metrics import ReliabilityBin
 from calibrl.evaluation.plots import (
     plot_confidence_histogram,
+    plot_not_available,
     plot_reliability,
     plot_risk_coverage,
 )
 from calibrl.evaluation.result import EvaluationResult
-from calibrl.evaluation.summary import METRIC_KEYS
+from calibrl.evaluation.summary import METRIC_KEYS, UNAVAILABLE
 
 METRICS_FILE = "metrics.json"
 BINS_FILE = "bins.json"
@@ -72,17 +81,25 @@ def save_metrics(run_dir: str | Path, metrics: Mapping[str, Any], *, name: str, 
     return _write_json(Path(run_dir) / METRICS_FILE, {"name": name, "mode": mode, **metrics})
 
 
-def save_risk_coverage(run_dir: str | Path, curve: Sequence[Any] | None) -> Path:
-    """Write `risk_coverage.json` from (coverage, risk, thresholds); None for no confidences."""
+def _with_reason(payload: dict[str, Any], unavailable: str | None) -> dict[str, Any]:
+    return payload if unavailable is None else {**payload, UNAVAILABLE: unavailable}
+
+
+def save_risk_coverage(run_dir: str | Path, curve: Sequence[Any] | None, *,
+                       unavailable: str | None = None) -> Path:
+    """Write `risk_coverage.json` from (coverage, risk, thresholds); None for no confidences,
+    or (with `unavailable`, the reason) no calibration."""
     lists = [[float(v) for v in arr] for arr in curve] if curve is not None else [[], [], []]
-    return _write_json(Path(run_dir) / RISK_COVERAGE_FILE, dict(zip(CURVE_KEYS, lists,
-                                                                    strict=True)))
+    return _write_json(Path(run_dir) / RISK_COVERAGE_FILE,
+                       _with_reason(dict(zip(CURVE_KEYS, lists, strict=True)), unavailable))
 
 
-def save_bins(run_dir: str | Path, bins: Sequence[ReliabilityBin]) -> Path:
-    """Write `bins.json`; pass [] for a mode without confidences."""
+def save_bins(run_dir: str | Path, bins: Sequence[ReliabilityBin], *,
+              unavailable: str | None = None) -> Path:
+    """Write `bins.json`; pass [] for a mode without confidences, or (with `unavailable`, the
+    reason) no calibration."""
     payload = {"convention": BIN_CONVENTION, "bins": [asdict(b) for b in bins]}
-    return _write_json(Path(run_dir) / BINS_FILE, payload)
+    return _write_json(Path(run_dir) / BINS_FILE, _with_reason(payload, unavailable))
 
 
 def write_evaluation(run_dir: str | Path, result: EvaluationResult) -> dict[str, Any]:
@@ -91,18 +108,25 @@ def write_evaluation(run_dir: str | Path, result: EvaluationResult) -> dict[str,
     Only writes: the numbers, bins and curve are the result's; the figures draw them.
     """
     run_dir = Path(run_dir)
+    unavailable = result.calibration_unavailable
     if result.with_confidence:
-        plot_reliability(result.bins, run_dir / RELIABILITY_PLOT,
-                         title=f"Reliability: {result.name}")
         note = (f"\n{result.unparsable} unparsable scored as "
                 f"{result.unparsable_confidence:g}")
         plot_confidence_histogram(result.confidences, result.correct, run_dir / HISTOGRAM_PLOT,
                                   n_bins=result.n_bins,
                                   title=f"Confidence by correctness: {result.name}{note}")
-        plot_risk_coverage({result.name: result.curve[:2]}, run_dir / RISK_COVERAGE_PLOT,
-                           title=f"Risk-coverage: {result.name}{note}")
-    save_bins(run_dir, result.bins)
-    save_risk_coverage(run_dir, result.curve)
+        if unavailable is None:
+            plot_reliability(result.bins, run_dir / RELIABILITY_PLOT,
+                             title=f"Reliability: {result.name}")
+            plot_risk_coverage({result.name: result.curve[:2]}, run_dir / RISK_COVERAGE_PLOT,
+                               title=f"Risk-coverage: {result.name}{note}")
+        else:
+            plot_not_available(run_dir / RELIABILITY_PLOT, reason=unavailable,
+                               title=f"Reliability: {result.name}")
+            plot_not_available(run_dir / RISK_COVERAGE_PLOT, reason=unavailable,
+                               title=f"Risk-coverage: {result.name}")
+    save_bins(run_dir, result.bins, unavailable=unavailable)
+    save_risk_coverage(run_dir, result.curve, unavailable=unavailable)
     metrics = result.to_metrics()
     save_metrics(run_dir, metrics, name=result.name, mode=result.mode)
     return metrics
@@ -170,6 +194,8 @@ def _check_metric_values(data: dict[str, Any], path: Path, where: str = "") -> N
             raise UserError(f"{path}: {where}missing {key!r}")
         if data[key] is not None and not _is_number(data[key]):
             raise UserError(f"{path}: {where}{key!r} must be a number or null, got {data[key]!r}")
+    if not isinstance(data.get(UNAVAILABLE, ""), str):
+        raise UserError(f"{path}: {where}{UNAVAILABLE!r} must be a string")
 
 
 def load_bins(run_dir: str | Path) -> list[ReliabilityBin]:

@@ -29,7 +29,12 @@ from calibrl.evaluation.metrics import (
     risk_coverage,
 )
 from calibrl.evaluation.records import record_arrays
-from calibrl.evaluation.summary import mean_extra_scores, summarize, summarize_by_group
+from calibrl.evaluation.summary import (
+    UNAVAILABLE,
+    mean_extra_scores,
+    summarize,
+    summarize_by_group,
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,10 @@ class EvaluationResult:
     Attributes:
         name, mode: the run's name and mode, as saved.
         with_confidence: the mode states a confidence (else every calibration part is empty).
+        calibration_unavailable: why the stated confidence's metrics are not available (too
+            few parsed, `metrics.calibration_unavailable`), or None. When set, the metrics of
+            the stated confidence, `within_group_auroc`, their bootstrap intervals, the bins
+            and the curve are empty as without confidences; the references stay.
         n_bins, unparsable_confidence: how confidences were binned and unparsable ones scored.
         metrics: the flat `summarize` dict (`METRIC_KEYS`).
         by_group: {label: `summarize` dict (+ "extra_scores" when the task has them)} in natural
@@ -48,8 +57,9 @@ class EvaluationResult:
         baselines: the references (`baseline_metrics`); None unless grouped with confidences,
             and then `within_group_auroc` is not reported either.
         bootstrap: {metric: {"se", "low", "high", "draws"} or None}; None when not drawn.
-        bins: the reliability bins; () without confidences.
-        curve: (coverage, risk, thresholds), each (K,); None without confidences.
+        bins: the reliability bins; () without confidences (or calibration).
+        curve: (coverage, risk, thresholds), each (K,); None without confidences (or
+            calibration).
         confidences: (N,) the scored confidences (unparsable as `unparsable_confidence`);
             None without confidences. correct: (N,) bool. unparsable: how many did not parse.
     """
@@ -57,9 +67,10 @@ class EvaluationResult:
     name: str
     mode: str
     with_confidence: bool
+    calibration_unavailable: str | None
     n_bins: int
     unparsable_confidence: float
-    metrics: Mapping[str, float | int | None]
+    metrics: Mapping[str, float | int | str | None]
     by_group: Mapping[str, Mapping[str, Any]] | None
     extra_scores: Mapping[str, float]
     within_group_auroc: float | None
@@ -106,7 +117,8 @@ def compute_evaluation(
         clusters: (N,) each record's problem: it fits the cross-fitted difficulty table and is
             what the bootstrap resamples; None: every answer its own problem, and no bootstrap.
         bootstrap: draws of the bootstrap (0: none). Without confidences only accuracy's
-            interval is kept (every confidence reads as unparsable).
+            interval is kept (every confidence reads as unparsable), and so when calibration
+            is not available.
 
     "by_group" is reported only when some record has a `group`, so runs without difficulty
     labels keep the metrics.json they always had; with confidences "within_group_auroc" and the
@@ -117,11 +129,15 @@ def compute_evaluation(
                    unparsable_confidence=unparsable_confidence)
     conf, correct = arrays.scored(unparsable_confidence), arrays.correct
     groups = arrays.groups if arrays.grouped else None
+    metrics = summarize(arrays, **options)
+    unavailable = metrics.get(UNAVAILABLE)
+    calibrated = with_confidence and unavailable is None  # the stated value's metrics exist
     extras = mean_extra_scores(arrays)
     by_group = summarize_by_group(arrays, **options) if arrays.grouped else None
     within, baselines = None, None
     if arrays.grouped and with_confidence:
-        within = within_group_auroc(conf, correct, arrays.groups)[0]
+        if calibrated:
+            within = within_group_auroc(conf, correct, arrays.groups)[0]
         baselines = baseline_metrics(
             correct, arrays.groups, clusters if clusters is not None else range(len(arrays)),
             arrays.likelihood, n_bins, arrays.readout)
@@ -129,14 +145,15 @@ def compute_evaluation(
     if clusters is not None and bootstrap > 0:
         intervals = bootstrap_intervals(conf, correct, clusters, groups=groups, draws=bootstrap,
                                         n_bins=n_bins)
-        if not with_confidence:
+        if not calibrated:
             intervals = {"accuracy": intervals["accuracy"]}
     return EvaluationResult(
-        name=name, mode=mode, with_confidence=with_confidence, n_bins=n_bins,
-        unparsable_confidence=unparsable_confidence, metrics=summarize(arrays, **options),
+        name=name, mode=mode, with_confidence=with_confidence,
+        calibration_unavailable=unavailable, n_bins=n_bins,
+        unparsable_confidence=unparsable_confidence, metrics=metrics,
         by_group=by_group, extra_scores=extras, within_group_auroc=within, baselines=baselines,
         bootstrap=intervals,
-        bins=tuple(reliability_bins(conf, correct, n_bins)) if with_confidence else (),
-        curve=risk_coverage(conf, correct) if with_confidence else None,
+        bins=tuple(reliability_bins(conf, correct, n_bins)) if calibrated else (),
+        curve=risk_coverage(conf, correct) if calibrated else None,
         confidences=conf if with_confidence else None, correct=correct,
         unparsable=int((~arrays.parsable).sum()))

@@ -17,6 +17,7 @@ from calibrl.evaluation.metrics import (
     aurc,
     auroc,
     brier_score,
+    calibration_unavailable,
     check_n_bins,
     expected_calibration_error,
     natural_key,
@@ -29,6 +30,8 @@ METRIC_KEYS = (
     "unparsable_confidence_rate", "format_failure_rate", "mean_answer_len", "mean_conf_len",
     "n_bins",
 )
+# Beside them when the stated confidence's metrics are not available: the reason (a string).
+UNAVAILABLE = "calibration_unavailable"
 
 
 def as_arrays(data: Iterable[Any] | RecordArrays) -> RecordArrays:
@@ -48,8 +51,8 @@ def summarize(
     with_confidence: bool = True,
     n_bins: int = DEFAULT_N_BINS,
     unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
-) -> dict[str, float | int | None]:
-    """The flat metrics dict of one evaluation, keys `METRIC_KEYS`.
+) -> dict[str, float | int | str | None]:
+    """The flat metrics dict of one evaluation, keys `METRIC_KEYS` (and `UNAVAILABLE`).
 
     Args:
         data: `RecordArrays`, or records (`EvalRecord`s or dicts with `correct`, `confidence`,
@@ -60,6 +63,9 @@ def summarize(
         unparsable_confidence: the confidence an unparsable one is scored as (`metrics`).
 
     Rates are shares in [0, 1]. `auroc` is None when all answers are correct or all wrong.
+    When too few confidences parsed (`metrics.calibration_unavailable`) the metrics of the
+    stated confidence (`CONFIDENCE_METRICS`) are None and `UNAVAILABLE` says why; the
+    unparsable rate and `mean_conf_len` are still reported.
     Records may carry a `group`; `summarize` ignores it (see `summarize_by_group`).
     """
     arrays = as_arrays(data)
@@ -67,7 +73,7 @@ def summarize(
         raise ValueError("no examples to evaluate")
     check_n_bins(n_bins)
     conf, correct = arrays.scored(unparsable_confidence), arrays.correct
-    out: dict[str, float | int | None] = {
+    out: dict[str, float | int | str | None] = {
         "count": len(arrays),
         "accuracy": float(correct.mean()),
         "ece": None,
@@ -81,16 +87,21 @@ def summarize(
         "mean_conf_len": None,
         "n_bins": n_bins,
     }
-    if with_confidence:
-        out.update(
-            ece=expected_calibration_error(conf, correct, n_bins),
-            brier=brier_score(conf, correct),
-            auroc=auroc(conf, correct),
-            aurc=aurc(conf, correct),
-            mean_confidence=float(conf.mean()),
-            unparsable_confidence_rate=float(1.0 - arrays.parsable.mean()),
-            mean_conf_len=_mean_set(arrays.conf_len),
-        )
+    if not with_confidence:
+        return out
+    out.update(unparsable_confidence_rate=float(1.0 - arrays.parsable.mean()),
+               mean_conf_len=_mean_set(arrays.conf_len))
+    reason = calibration_unavailable(arrays.parsable)
+    if reason is not None:
+        out[UNAVAILABLE] = reason
+        return out
+    out.update(
+        ece=expected_calibration_error(conf, correct, n_bins),
+        brier=brier_score(conf, correct),
+        auroc=auroc(conf, correct),
+        aurc=aurc(conf, correct),
+        mean_confidence=float(conf.mean()),
+    )
     return out
 
 
@@ -112,7 +123,7 @@ def summarize_by_group(
     with_confidence: bool = True,
     n_bins: int = DEFAULT_N_BINS,
     unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
-) -> dict[str, dict[str, float | int | None]]:
+) -> dict[str, dict[str, float | int | str | None]]:
     """`summarize` of each group's records, keyed by group label in `natural_key` order, with
     the group's "extra_scores" when the task has any (`mean_extra_scores`).
 

@@ -142,6 +142,10 @@ def test_tables_show_not_available_with_the_reason(unavailable_run, tmp_path):
     assert ("Calibration not available for smollm: no confidence parsed (4 of 4 unparsable)"
             in text)
     assert text.count("Calibration not available") == 1  # not again for each of its groups
-    # The overlaid figures leave the run out rather than draw nothing as perfect.
+    # The overlaid figures leave the run out rather than draw nothing as perfect, and say so.
     assert plot_compare([run], tmp_path / "r.png") is None
     assert plot_risk_coverage_compare([run], tmp_path / "c.png") is None
+    text = compare_runs([run], plot_path=tmp_path / "r.png")
+    assert text.endswith(f"not written: --plot {tmp_path / 'r.png'} (no run has calibration to "
+                         "draw)\n")
+    assert not (tmp_path / "r.png").exists()

@@ -216,7 +216,8 @@ def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None
     the baselines table when any run has them and the bootstrap intervals when any run has them.
 
     Also writes the overlaid reliability plot if `plot_path` and the overlaid risk-coverage
-    plot if `risk_coverage_path`. Raises `UserError` naming the file when a run's
+    plot if `risk_coverage_path`; a figure no run can be drawn in is not written, and the text
+    says so. Raises `UserError` naming the file when a run's
     `metrics.json` (or, for a plot, `bins.json` / `risk_coverage.json`) is missing or malformed.
     """
     for path, option in ((plot_path, "--plot"), (risk_coverage_path, "--risk-coverage-plot")):
@@ -224,8 +225,11 @@ def compare_runs(run_dirs: Sequence[str | Path], *, plot_path: str | Path | None
             check_figure_path(path, option)
     dirs = _check_dirs(run_dirs)
     rows = [load_metrics(d) for d in dirs]
-    if plot_path is not None:
-        plot_compare(dirs, plot_path)
-    if risk_coverage_path is not None:
-        plot_risk_coverage_compare(dirs, risk_coverage_path)
-    return tables_text(rows)
+    skipped = []  # a figure asked for and not written is said, not left for the user to notice
+    if plot_path is not None and plot_compare(dirs, plot_path) is None:
+        skipped.append(f"--plot {plot_path}")
+    if (risk_coverage_path is not None
+            and plot_risk_coverage_compare(dirs, risk_coverage_path) is None):
+        skipped.append(f"--risk-coverage-plot {risk_coverage_path}")
+    return tables_text(rows) + "".join(
+        f"\nnot written: {figure} (no run has calibration to draw)\n" for figure in skipped)

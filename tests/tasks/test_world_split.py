@@ -158,7 +158,8 @@ def test_count_table_counts_types_and_groups_per_split():
     splits = {"train": [fact("capital", "a"), fact("capital", "b")], "test": [fact("capital", "c")]}
     lines = count_table(splits).splitlines()
     assert lines[0].split() == ["train", "test"]
-    assert lines[1].split() == ["capital", "2", "1"] and lines[2].split() == ["capital/tiny", "2", "1"]
+    assert lines[1].split() == ["capital", "2", "1"]
+    assert lines[2].split() == ["capital/tiny", "2", "1"]
     assert lines[-1].split() == ["all", "2", "1"]
 
 
@@ -226,7 +227,8 @@ def test_state_and_element_facts():
     assert minnesota.answers == ("Saint Paul", "St. Paul") and minnesota.tier == "tiny"
     aluminium = Element(13, "Al", "aluminum", ("aluminium",))
     symbol, name = element_facts([aluminium], FACT_TYPES)
-    assert (symbol.question, symbol.answers) == ("What is the chemical symbol of aluminum?", ("Al",))
+    assert symbol.question == "What is the chemical symbol of aluminum?"
+    assert symbol.answers == ("Al",)
     assert (name.question, name.answers) == ("Which chemical element has the symbol Al?",
                                              ("Aluminum", "Aluminium"))
     assert symbol.entities == name.entities == ("element:13",) and symbol.tier == "light"
@@ -252,6 +254,18 @@ def test_names():
     assert plain_name("Ghāziābād") == "Ghaziabad" and plain_name("Xi’an") == "Xi'an"
     assert plain_name("Łódź") == "Łódź"
     assert currency_answers(JAPAN) == ("Yen", "JPY", "Japanese Yen", "JP Yen")
+    china = Country("CN", "China", (), ("Beijing",), 1, "Asia", None, "CNY", "Yuan Renminbi",
+                    "Chinese")
+    assert currency_answers(china) == (
+        "Yuan Renminbi", "CNY", "Yuan", "Renminbi", "Chinese Yuan Renminbi", "Chinese Yuan",
+        "Chinese Renminbi", "CN Yuan Renminbi", "CN Yuan", "CN Renminbi")
+    belarus = Country("BY", "Belarus", (), ("Minsk",), 1, "Europe", None, "BYN",
+                      "Belarusian ruble", "Belarusian")  # no "Belarusian" alone, no repeat
+    assert currency_answers(belarus) == ("Belarusian ruble", "BYN", "ruble", "BY Belarusian ruble",
+                                         "BY ruble")
+    cambodia = Country("KH", "Cambodia", (), ("Phnom Penh",), 1, "Asia", None, "KHR", "Riels",
+                       None)
+    assert currency_answers(cambodia) == ("Riels", "KHR", "Riel", "KH Riels", "KH Riel")
 
 
 def test_parse_types():

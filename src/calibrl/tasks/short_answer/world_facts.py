@@ -11,8 +11,9 @@ capitals are known" reaches for each kind of question.
   also as "St."); tier: the country's population;
 - continent ("On which continent is France?"): GeoNames' continent, and countryinfo's region
   where it names another continent (Cyprus: Europe or Asia); tier: the country's population;
-- currency ("What is the currency of France?"): its name ("Euro") and ISO code, and for a
-  national currency "{demonym} {name}" and "{country code} {name}" ("US Dollar"); tier: the
+- currency ("What is the currency of France?"): its name ("Euro") and ISO code, the words of
+  a name of several ("Yuan Renminbi": "Yuan"), and for a national currency the names after
+  the demonym and the country code ("US Dollar"; `world_names.currency_answers`); tier: the
   country's population;
 - city_country ("In which country is the city of Lyon?"): the country's names and alternative
   spellings; tier: the city's population;
@@ -29,9 +30,10 @@ common and taught first, the transuranic ones made in laboratories). City questi
 each country's most populous cities (at most `cities_per_country`) of `min_city_population` or
 more, leaving out a name that another country's city of `AMBIGUOUS_CITY_POPULATION` shares
 (Córdoba: Argentina and Spain) and one that names its country (Mexico City); the question writes
-the name with its accents folded ("Ghaziabad"). Entities: "country:FR", "city:2988507" (GeoNames id; a capital the
-city list lacks: "city:FR:paris"), "state:TX", "element:26"; continents and currencies are
-answers, not entities, or six continents would tie every country to most others.
+the name with its accents folded ("Ghaziabad"). Entities: "country:FR", "city:2988507"
+(GeoNames id; a capital the city list lacks: "city:FR:paris"), "state:TX", "element:26";
+continents and currencies are answers, not entities, or six continents would tie every country
+to most others.
 """
 
 from __future__ import annotations

@@ -49,12 +49,21 @@ def plain_name(name: str) -> str:
 
 
 def currency_answers(country: Country) -> tuple[str, ...]:
-    """A currency's name and ISO code, and for a national currency (its code starts with the
-    country's) "{demonym} {name}" and "{country code} {name}": "Japanese Yen", "US Dollar"."""
+    """A currency's ISO code and its names: the name; each word of a name of several that does
+    not name the country or its people ("Yuan Renminbi": "Yuan", "Renminbi"; "Belarusian
+    ruble": "ruble"); a plural name's singular (GeoNames writes "Riels"); and for a national
+    currency (its code starts with the country's) each of these after the demonym and after the
+    country code: "Japanese Yen", "US Dollar", "Chinese Yuan"."""
     name, code = country.currency_name, country.currency_code
-    answers = [name, code]
+    demonyms = [d.strip() for d in (country.demonym or "").replace("/", ",").split(",")]
+    own = {normalize_answer(word) for word in [country.name, *demonyms]}
+    words = name.split()
+    names = [name, *(word for word in words if len(words) > 1
+                     and normalize_answer(word) not in own)]
+    if len(words) == 1 and name.endswith("s") and not name.endswith("ss"):
+        names.append(name[:-1])
+    answers = [names[0], code, *names[1:]]
     if code[:2] == country.code:
-        demonyms = (country.demonym or "").replace("/", ",").split(",")
-        answers += [f"{d.strip()} {name}" for d in demonyms if d.strip()]
-        answers.append(f"{country.code} {name}")
+        answers += [f"{prefix} {n}" for prefix in [*demonyms, country.code] if prefix
+                    for n in names if not normalize_answer(n).startswith(normalize_answer(prefix))]
     return distinct_answers(answers)

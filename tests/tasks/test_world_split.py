@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calibrl.errors import UserError
+from calibrl.tasks import get_task
 from calibrl.tasks.short_answer.world_facts import (
     FACT_TYPES,
     WorldFact,
@@ -21,6 +22,7 @@ from calibrl.tasks.short_answer.world_facts import (
     parse_types,
     state_facts,
     tier,
+    world_cluster,
     world_facts,
 )
 from calibrl.tasks.short_answer.world_names import (
@@ -45,6 +47,8 @@ from calibrl.tasks.short_answer.world_split import (
     split_world_facts,
     world_examples,
 )
+
+SHORT_ANSWER = get_task("short_answer")
 
 
 def fact(fact_type: str, *entities: str, n: int = 0) -> WorldFact:
@@ -302,3 +306,25 @@ def test_random_facts_are_reproducible():
     first = split_world_facts(facts, seed=7, test_fraction=0.3)
     assert first == split_world_facts(list(facts), seed=7, test_fraction=0.3)
     assert_no_test_entity_in_training(first)
+
+
+@pytest.mark.parametrize("question, cluster", [
+    ("What is the capital of France?", "country: France"),
+    ("On which continent is  France?", "country: France"),  # spacing ignored
+    ("What is the currency of the United Kingdom?", "country: the United Kingdom"),
+    ("In which country is the city of Osaka?", "city: Osaka"),
+    ("What is the capital of the US state of Texas?", "state: Texas"),  # not a country's
+    ("What is the chemical symbol of iron?", "element: iron"),
+    ("Which chemical element has the symbol Fe?", "element: Fe"),
+])
+def test_a_world_question_clusters_by_its_subject(question, cluster):
+    assert world_cluster(question) == cluster
+    assert SHORT_ANSWER.readout_cluster({"question": question, "answers": ["x"]}) == cluster
+
+
+def test_other_questions_keep_their_clusters():
+    assert world_cluster("Who rules Daruvin?") is None
+    assert SHORT_ANSWER.readout_cluster({"question": "Who rules Daruvin?", "answers": ["x"]}
+                                        ) == "country: Daruvin"
+    question = "Which team won Super Bowl 50?"
+    assert SHORT_ANSWER.readout_cluster({"question": question, "answers": ["x"]}) == question

@@ -31,6 +31,7 @@ from calibrl.tasks.short_answer.prompts import (
     PROMPT_STYLES,
     make_messages,
 )
+from calibrl.tasks.short_answer.world_facts import world_cluster
 
 if TYPE_CHECKING:
     import random
@@ -103,9 +104,15 @@ class ShortAnswerTask(AnswerBlockTask):
     def readout_cluster(self, ground_truth: Mapping[str, Any]) -> Hashable:
         """A generated fact's country ("country: Daruvin"): its four questions share one fold
         of the readout reference, so the probe never scores a fact after seeing its country's
-        others. Any other question (a public data set's) is its own cluster, `problem_key`;
-        one that happens to fit a template ("Who rules France?") clusters by that country."""
-        country = country_of(ground_truth["question"])
+        others. A world fact's subject likewise (`world_facts.world_cluster`: "country: France"
+        for its capital, continent and currency; "city: Osaka"). Any other question (a public
+        data set's) is its own cluster, `problem_key`; one that happens to fit a template ("Who
+        rules France?") clusters by that country."""
+        question = ground_truth["question"]
+        cluster = world_cluster(question)
+        if cluster is not None:
+            return cluster
+        country = country_of(question)
         return self.problem_key(ground_truth) if country is None else f"country: {country}"
 
     def generate(self, n: int, *, seed: int = 0, test_size: int | None = None,

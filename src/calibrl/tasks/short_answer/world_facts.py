@@ -38,6 +38,7 @@ to most others.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -69,6 +70,14 @@ TEMPLATES = {
     "element_name": "Which chemical element has the symbol {}?",
 }
 FACT_TYPES = tuple(TEMPLATES)
+# What each type's question is about: the kind of its subject.
+SUBJECT_KINDS = {"capital": "country", "continent": "country", "currency": "country",
+                 "city_country": "city", "state_capital": "state", "element_symbol": "element",
+                 "element_name": "element"}
+# Each template as a pattern capturing its subject, the longest first, so that "the capital of
+# the US state of Texas" is not read as a country's capital.
+_SUBJECTS = tuple((re.compile(re.escape(TEMPLATES[t]).replace(re.escape("{}"), "(.+)") + "$"),
+                   SUBJECT_KINDS[t]) for t in sorted(TEMPLATES, key=lambda t: -len(TEMPLATES[t])))
 # The sources each type reads (`world_sources.PARTS`).
 NEEDS = {"capital": ("countries", "cities"), "continent": ("countries",),
          "currency": ("countries",), "city_country": ("countries", "cities"),
@@ -101,6 +110,19 @@ class WorldFact:
     @property
     def group(self) -> str:
         return f"{self.fact_type}/{self.tier}"
+
+
+def world_cluster(question: str) -> str | None:
+    """What a world question is about, as a readout cluster: "country: France" for its capital,
+    continent and currency (the made-up facts' form, `facts.country_of`), "city: Osaka",
+    "state: Texas", "element: iron" (and "element: Fe": a name and its symbol are not linked
+    without the data); None for any other question. Spacing is ignored."""
+    text = " ".join(question.split()) if isinstance(question, str) else ""
+    for pattern, kind in _SUBJECTS:
+        match = pattern.match(text)
+        if match:
+            return f"{kind}: {match.group(1)}"
+    return None
 
 
 def tier(value: int, tiers: Sequence[tuple[int, str]]) -> str:

@@ -1,4 +1,4 @@
-# Two commands do all set-up on a fresh machine:
+# These commands do all set-up on a fresh machine:
 #   make demo   -> creates .venv, installs calibrl, runs the CPU demo
 #   make test   -> creates .venv, installs calibrl[dev], runs the test suite
 #   make smollm2 -> the same .venv, plus a real pretrained model in models/smollm2-135m-instruct

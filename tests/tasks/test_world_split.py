@@ -14,15 +14,10 @@ from hypothesis import strategies as st
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
 from calibrl.tasks.short_answer.world_facts import (
-    FACT_TYPES,
-    WorldFact,
     city_facts,
     country_facts,
     element_facts,
-    parse_types,
     state_facts,
-    tier,
-    world_cluster,
     world_facts,
 )
 from calibrl.tasks.short_answer.world_names import (
@@ -46,6 +41,13 @@ from calibrl.tasks.short_answer.world_split import (
     count_table,
     split_world_facts,
     world_examples,
+)
+from calibrl.tasks.short_answer.world_types import (
+    FACT_TYPES,
+    WorldFact,
+    parse_types,
+    tier,
+    world_cluster,
 )
 
 SHORT_ANSWER = get_task("short_answer")

@@ -12,7 +12,7 @@ import typer
 
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
-from calibrl.tasks.short_answer.world_facts import (
+from calibrl.tasks.short_answer.world_types import (
     DEFAULT_CITIES_PER_COUNTRY,
     DEFAULT_MIN_CITY_POPULATION,
     DEFAULT_TEST_FRACTION,
@@ -61,13 +61,14 @@ def world_facts(
     """Make short-answer questions of real knowledge from data packages (pip install
     'calibrl[facts]'), split so that no test entity is in a training question."""
     from calibrl.tasks.files import write_splits
-    from calibrl.tasks.short_answer.world_facts import parse_types, read_world_facts
+    from calibrl.tasks.short_answer.world_facts import read_world_facts
     from calibrl.tasks.short_answer.world_split import (
         HELD_OUT,
         count_table,
         split_world_facts,
         world_examples,
     )
+    from calibrl.tasks.short_answer.world_types import parse_types
     from calibrl.utils.files import check_output_dir
 
     check_output_dir(out, "--out")

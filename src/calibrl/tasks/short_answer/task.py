@@ -31,7 +31,7 @@ from calibrl.tasks.short_answer.prompts import (
     PROMPT_STYLES,
     make_messages,
 )
-from calibrl.tasks.short_answer.world_facts import world_cluster
+from calibrl.tasks.short_answer.world_types import world_cluster
 
 if TYPE_CHECKING:
     import random

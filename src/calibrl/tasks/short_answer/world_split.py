@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
 from calibrl.tasks.short_answer.data import short_answer_example
-from calibrl.tasks.short_answer.world_facts import (
+from calibrl.tasks.short_answer.world_types import (
     DEFAULT_TEST_FRACTION,
     FACT_TYPES,
     TIER_ORDER,

@@ -25,10 +25,11 @@ packages hold no state population; this ranks states as their population does). 
 ask of each country's most populous cities (at most `cities_per_country`) of
 `min_city_population` or more, leaving out a name that another country's city of
 `AMBIGUOUS_CITY_POPULATION` shares (Córdoba: Argentina and Spain) and one that names its
-country (Mexico City); the question writes the name with its accents folded ("Ghaziabad"). Entities: "country:FR", "city:2988507"
-(GeoNames id; a capital the city list lacks: "city:FR:paris"), "state:TX", "element:26";
-continents and currencies are answers, not entities, or six continents would tie every country
-to most others.
+country (Mexico City); the question writes the name with its accents folded ("Ghaziabad").
+
+Entities: "country:FR", "city:2988507" (GeoNames id; a capital the city list lacks:
+"city:FR:paris"), "state:TX", "element:26"; continents and currencies are answers, not
+entities, or six continents would tie every country to most others.
 """
 
 from __future__ import annotations

@@ -91,8 +91,10 @@ def test_a_tiny_gguf_file_becomes_a_folder_that_computes_the_same(tiny_gguf, tmp
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     out = tmp_path / "model"
+    rng = torch.random.get_rng_state()
     result = convert("--out", out, "--gguf", tiny_gguf)
     assert result.exit_code == 0, result.output
+    assert torch.equal(torch.random.get_rng_state(), rng)  # a caller's seeded draws stay its own
     model = AutoModelForCausalLM.from_pretrained(out)
     assert f"wrote {out}: {model.num_parameters():,} parameters, vocabulary 262" in result.output
     assert {"model.safetensors", "tokenizer.json", "chat_template.jinja",

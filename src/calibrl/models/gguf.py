@@ -135,7 +135,8 @@ def _without_gguf(model: Any) -> Any:
     config = copy.deepcopy(model.config)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    with torch.random.fork_rng(devices=[]):  # its throwaway initialisation draws random numbers
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     plain.load_state_dict(model.state_dict())  # strict: every weight finds its place
     plain.generation_config = copy.deepcopy(model.generation_config)
     return plain.eval()

@@ -1,4 +1,5 @@
-"""What training changes about a loaded policy: gradient checkpointing and a LoRA adapter.
+"""What training changes about a loaded policy: gradient checkpointing, a LoRA adapter, and
+which decoder blocks train at all (`train_layers`).
 
 With `lora.r > 0` the policy is a peft `PeftModel`: only the adapter trains, a checkpoint's
 `model/` holds the adapter (`adapter_model.safetensors`), and the final model is saved merged,
@@ -8,6 +9,7 @@ optional extra (`calibrl[peft]`); asking for LoRA without it is one `UserError` 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +34,60 @@ def is_lora(model: Any) -> bool:
     return any(cls.__module__.startswith("peft.") for cls in type(model).__mro__)
 
 
+def decoder_blocks(model: Any) -> tuple[list[Any], Any]:
+    """The decoder's blocks, bottom first, and its final norm (None when it has none): the
+    transformers decoders calibrl trains (Llama, Qwen2, Mistral, ...) keep them as
+    `get_decoder().layers` and `.norm`."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    if layers is None:
+        raise UserError(f"train_layers needs a decoder whose blocks are `.layers`; "
+                        f"{type(model).__name__} has none")
+    return list(layers), getattr(decoder, "norm", None)
+
+
+def top_layer_indices(num_layers: int, train_layers: int) -> list[int]:
+    """The indices of the top `train_layers` of `num_layers` blocks; `UserError` when it is not
+    in 1..num_layers."""
+    if not 0 < train_layers <= num_layers:
+        raise UserError(f"train_layers must be in 1..{num_layers} (the model's blocks), got "
+                        f"{train_layers}")
+    return list(range(num_layers - train_layers, num_layers))
+
+
+def freeze_below_top_layers(model: Any, train_layers: int) -> None:
+    """Only the top `train_layers` blocks and the final norm keep `requires_grad`: the
+    embeddings (and a tied output head), the head and the lower blocks are frozen. Nothing
+    below the lowest trained block then needs a gradient, so the backward pass stops there:
+    on a 30-block model, training 6 costs about half of training every weight."""
+    blocks, norm = decoder_blocks(model)
+    top = top_layer_indices(len(blocks), train_layers)
+    model.requires_grad_(False)
+    for i in top:
+        blocks[i].requires_grad_(True)
+    if norm is not None:
+        norm.requires_grad_(True)
+
+
+def _block_linear_names(block: Any, targets: str | list[str]) -> list[str]:
+    """peft picks layers only for a list of module names: "all-linear" becomes the names of a
+    block's linear layers; any other single string (peft reads it as a pattern) cannot be."""
+    if not isinstance(targets, str):
+        return targets
+    if targets != "all-linear":
+        raise UserError(f"model.lora.target_modules {targets!r} with train_layers: give a list "
+                        "of module names, e.g. [q_proj, v_proj]")
+    import torch
+
+    return sorted({name.rsplit(".", 1)[-1] for name, module in block.named_modules()
+                   if isinstance(module, torch.nn.Linear)})
+
+
 def prepare_policy(model: Any, *, gradient_checkpointing: bool = False,
-                   lora: LoraSection | None = None) -> Any:
-    """`model` ready to train: activations recomputed in the backward pass if asked, and wrapped
-    in a LoRA adapter when `lora.r > 0` (the returned model is then a `PeftModel`)."""
+                   lora: LoraSection | None = None, train_layers: int | None = None) -> Any:
+    """`model` ready to train: activations recomputed in the backward pass if asked, wrapped
+    in a LoRA adapter when `lora.r > 0` (the returned model is then a `PeftModel`), and with
+    `train_layers` only the top blocks trained (their adapters, with LoRA)."""
     if gradient_checkpointing:
         # Non-reentrant checkpointing needs no input that requires grad, so it also works when
         # LoRA freezes the embeddings.
@@ -46,12 +98,25 @@ def prepare_policy(model: Any, *, gradient_checkpointing: bool = False,
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if lora is None or lora.r == 0:
+        if train_layers is not None:
+            freeze_below_top_layers(model, train_layers)
         return model
     peft = require_peft()
+    targets, layers = lora.target_modules, None
+    if train_layers is not None:
+        blocks, _ = decoder_blocks(model)
+        layers = top_layer_indices(len(blocks), train_layers)
+        targets = _block_linear_names(blocks[-1], targets)
     config = peft.LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                             target_modules=lora.target_modules, task_type="CAUSAL_LM")
+                             target_modules=targets, task_type="CAUSAL_LM",
+                             layers_to_transform=layers)
     try:
-        return peft.get_peft_model(model, config)
+        with warnings.catch_warnings():
+            # peft asks transformers' is_gradient_checkpointing, which warns of its own
+            # renaming: not the user's to act on.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*",
+                                    category=FutureWarning)
+            return peft.get_peft_model(model, config)
     except ValueError as err:  # e.g. a target module the model does not have
         raise UserError(f"model.lora: {str(err).splitlines()[0]}") from None
 

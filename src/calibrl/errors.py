@@ -1,4 +1,6 @@
-"""The exception types the command line turns into one line instead of a traceback.
+"""The exception types the command line turns into one line instead of a traceback, and the
+wording of the errors every command shares (a missing file, an empty input, an output folder
+that would be replaced).
 
 Anything a user can fix (a config key, a data row, a path) raises `UserError`; the command line
 turns it into one readable line on stderr and exit code 2, never a traceback. A run stopped on
@@ -11,6 +13,25 @@ from __future__ import annotations
 
 class UserError(Exception):
     """Bad input the user can fix. The message must stand alone on one line."""
+
+
+# The wording of the inputs every command can get wrong, kept here, below every part, so that
+# all commands say it the same way.
+
+def missing_file(path: object) -> UserError:
+    """An input file that is not there."""
+    return UserError(f"{path}: no such file")
+
+
+def no_rows(path: object, what: str = "rows") -> UserError:
+    """An input that holds nothing to work on (rows of data, traces)."""
+    return UserError(f"{path} holds no {what}")
+
+
+def already_holds(path: object, what: str, them: bool = False) -> UserError:
+    """An output folder that holds what a command would replace, without --overwrite."""
+    return UserError(f"{path} already holds {what}; pass --overwrite to replace "
+                     f"{'them' if them else 'it'}")
 
 
 class Stopped(BaseException):

@@ -83,7 +83,7 @@ BAD = {
                          "unknown config key 'sample' (did you mean 'samples'?)"),
     "eval bad value": (["eval", "--model", "m", "--data", "d", "--out", "o", "--samples", "2"],
                        "repeats one greedy answer"),
-    "eval missing file": (["eval", "--config", "no-such.yaml"], "config file not found"),
+    "eval missing file": (["eval", "--config", "no-such.yaml"], "no-such.yaml: no such file"),
     "probe unknown key": (["probe", "--model", "m", "--data", "d", "--out", "o", "sample=2"],
                           "unknown config key 'sample' (did you mean 'samples'?)"),
     "probe bad value": (["probe", "--model", "m", "--data", "d", "--out", "o", "top_p=2"],
@@ -91,8 +91,8 @@ BAD = {
     "demo unknown key": (["demo", "sft.stepz=3"],
                          "unknown config key 'sft.stepz' (did you mean 'sft.steps'?)"),
     "demo bad value": (["demo", "rl.optim.lr=-1"], "config rl.optim.lr"),
-    "demo missing file": (["demo", "--config", "no-such.yaml"], "config file not found"),
-    "train missing file": (["train", "--config", "no-such.yaml"], "config file not found"),
+    "demo missing file": (["demo", "--config", "no-such.yaml"], "no-such.yaml: no such file"),
+    "train missing file": (["train", "--config", "no-such.yaml"], "no-such.yaml: no such file"),
 }
 
 

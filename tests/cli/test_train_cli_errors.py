@@ -57,7 +57,7 @@ def test_bad_train_input_is_one_line_exit_2(files, capsys, name):
 
 @pytest.mark.parametrize("config,expected", [("bad.yaml", "not valid YAML"),
                                              ("list.yaml", "must hold a mapping"),
-                                             ("missing.yaml", "config file not found")])
+                                             ("missing.yaml", "missing.yaml: no such file")])
 def test_bad_config_files(files, capsys, config, expected):
     root, _ = files
     with pytest.raises(SystemExit) as info:

@@ -219,10 +219,10 @@ def test_wrong_metric_type(tmp_path):
 
 
 def test_missing_files(tmp_path, two_runs):
-    with pytest.raises(UserError, match=f"{tmp_path / 'nope' / METRICS_FILE}: file not found"):
+    with pytest.raises(UserError, match=f"{tmp_path / 'nope' / METRICS_FILE}: no such file"):
         compare_runs([two_runs[0], tmp_path / "nope"])
     (two_runs[0] / BINS_FILE).unlink()
-    with pytest.raises(UserError, match="bins.json: file not found"):
+    with pytest.raises(UserError, match="bins.json: no such file"):
         compare_runs(list(two_runs), plot_path=tmp_path / "p.png")
     with pytest.raises(UserError, match="no runs to compare"):
         compare_runs([])

@@ -100,7 +100,7 @@ def test_cli_probe_writes_rows_summary_and_plots(files):
     (["--engine", "tpu"], "unknown engine"),
     (["--device", "gpu"], "unknown device"),
     (["--dtype", "int8"], "unknown dtype"),
-    (["--traces", "missing.jsonl"], "no such traces file"),
+    (["--traces", "missing.jsonl"], "missing.jsonl: no such file"),
 ])
 def test_cli_bad_input_is_a_user_error(files, extra, message):
     root, model, data = files

@@ -87,7 +87,7 @@ def test_bad_yaml_files(tmp_path, content, message):
 
 
 def test_missing_config_file(tmp_path):
-    with pytest.raises(UserError, match="config file not found"):
+    with pytest.raises(UserError, match="no such file"):
         load_config(tmp_path / "nope.yaml")
 
 

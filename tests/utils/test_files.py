@@ -21,8 +21,10 @@ def test_read_text_file_refuses_non_utf8_in_one_line(tmp_path):
     assert "not UTF-8" in str(info.value) and "\n" not in str(info.value)
     path.write_text("seed: 1\n", encoding="utf-8")
     assert read_text_file(path, "config file") == "seed: 1\n"
-    with pytest.raises(UserError, match="cannot read config file"):
+    with pytest.raises(UserError, match="missing.yaml: no such file$"):  # as every command says
         read_text_file(tmp_path / "missing.yaml", "config file")
+    with pytest.raises(UserError, match="cannot read config file"):
+        read_text_file(tmp_path, "config file")  # a folder
 
 
 def test_check_output_dir_creates_nothing_and_refuses_files(tmp_path):

@@ -12,7 +12,7 @@ from calibrl.cli.options import (
     config_option,
     print_config_option,
 )
-from calibrl.errors import UserError
+from calibrl.errors import UserError, no_rows
 from calibrl.probe.summary import ends_lines
 from calibrl.settings.probe import FORCED_TEXT, ProbeSettings, parse_points, points_text
 
@@ -63,16 +63,15 @@ def probe(
     answer there, and measure how often it is right and equal to the model's final answer."""
     settings = PROBE.load(ctx)
     traces_path = None if settings.traces is None else Path(settings.traces)
-    if traces_path is not None and not traces_path.is_file():
-        raise UserError(f"{traces_path}: no such traces file")
     # Imported here so `calibrl --help` does not pay for torch and transformers.
     from calibrl.models.loading import resolve_model_path
-    from calibrl.probe.runner import run_probe
+    from calibrl.probe.runner import check_something_to_probe, run_probe
     from calibrl.tasks.files import load_examples
 
     examples = load_examples(settings.data)
     if not examples and traces_path is None:
-        raise UserError(f"{settings.data} holds no problems")
+        raise no_rows(settings.data)
+    check_something_to_probe(settings, examples, traces_path)  # before the model loads
     out_dir = Path(settings.out)
     path = resolve_model_path(settings.model, out_dir)
     inputs = {"model": str(Path(path).resolve()) if Path(path).exists() else path,

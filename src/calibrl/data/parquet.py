@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from calibrl.errors import UserError
+from calibrl.errors import UserError, missing_file
 from calibrl.utils.atomic import atomic_dir, atomic_file
 
 _MESSAGES = pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
@@ -119,7 +119,7 @@ def read_rows(path: str | Path) -> list[Any]:
     if path.suffix not in SUFFIXES:
         raise UserError(f"{path}: unknown file type; expected one of {', '.join(SUFFIXES)}")
     if not path.is_file():
-        raise UserError(f"{path}: no such file")
+        raise missing_file(path)
     if path.suffix == ".parquet":
         try:
             return pq.read_table(path).to_pylist()

@@ -41,7 +41,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from calibrl.errors import UserError
+from calibrl.errors import UserError, missing_file
 from calibrl.evaluation.metrics import ReliabilityBin
 from calibrl.evaluation.plots import (
     plot_confidence_histogram,
@@ -134,7 +134,7 @@ def write_evaluation(run_dir: str | Path, result: EvaluationResult) -> dict[str,
 
 def _read_json(path: Path) -> Any:
     if not path.is_file():
-        raise UserError(f"{path}: file not found")
+        raise missing_file(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -41,6 +41,7 @@ from calibrl.probe.summary import decided_at, on_grid, summarise
 from calibrl.probe.traces import (
     Trace,
     chain_text,
+    check_given_traces,
     count_given_traces,
     generate_traces,
     read_given_traces,
@@ -218,6 +219,18 @@ def _generated(examples: Sequence[TaskExample], engine: Engine, tokenizer: Any,
         yield generate_traces(engine, tokenizer, [(k, examples[k]) for k in chunk], config)
 
 
+def check_something_to_probe(config: ProbeSection, examples: Sequence[TaskExample],
+                             traces_path: str | Path | None) -> None:
+    """Refuse a probe of nothing (no trace in the file, no problem to generate one from, or
+    `limit` 0) before the output folder is made: it would report "probed 0 traces" as done."""
+    if config.limit == 0:
+        raise UserError("limit 0 leaves no trace to probe")
+    if traces_path is not None:
+        check_given_traces(traces_path)
+    elif not examples:
+        raise UserError("no problems to generate traces for")
+
+
 def run_probe(sampler: Sampler, tokenizer: Any, examples: Sequence[TaskExample],
               config: ProbeSection, out_dir: str | Path, *, traces_path: str | Path | None = None,
               trace_engine: Engine | None = None, inputs: Mapping[str, Any] | None = None,
@@ -230,6 +243,7 @@ def run_probe(sampler: Sampler, tokenizer: Any, examples: Sequence[TaskExample],
     out = Path(out_dir)
     if traces_path is None and trace_engine is None:
         raise UserError("no traces: give a traces file or an engine to generate them")
+    check_something_to_probe(config, examples, traces_path)
     for source in {ex.data_source for ex in examples}:
         get_task(source)  # unknown data sources fail before any work
     settings = {"probe": config.fingerprint(), "inputs": dict(inputs or {}),

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from calibrl.data import TaskExample
-from calibrl.errors import UserError
+from calibrl.errors import UserError, no_rows
 from calibrl.probe.judge import final_answer_of, judge, judge_completion
 from calibrl.probe.points import char_ends, end_without_trailing_blanks, token_texts
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, CONFIDENCE_OPEN
@@ -33,6 +33,7 @@ from calibrl.rollout.sampling import derive_seed
 from calibrl.rollout.stopping import decode
 from calibrl.settings.probe import ANSWER_STOP, ProbeSection
 from calibrl.tasks import DEFAULT_TASK, get_task
+from calibrl.utils.files import require_file
 
 
 @dataclass(frozen=True)
@@ -246,9 +247,7 @@ def read_given_traces(path: str | Path, examples: Sequence[TaskExample], tokeniz
     A trace's key is its 0-based line number; blank lines are skipped but counted. Lines up to
     `after` are not parsed (resuming), and only the first `config.limit` traces are read.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such traces file")
+    path = require_file(path)
     by_index: dict[int, TaskExample] = {}
     for ex in examples:
         by_index.setdefault(ex.index, ex)
@@ -269,6 +268,15 @@ def read_given_traces(path: str | Path, examples: Sequence[TaskExample], tokeniz
         except ValueError as err:  # an integer over Python's 4,300-digit conversion limit
             raise UserError(f"{where}: {err}".split(";")[0]) from None
         yield given_trace(row, line, examples, by_index, tokenizer, config, where)
+
+
+def check_given_traces(path: str | Path) -> int:
+    """The number of traces in a traces file; `UserError` when it is missing or holds none (a
+    probe of nothing would report "probed 0 traces" as if it had done its work)."""
+    total, _ = count_given_traces(require_file(path))
+    if not total:
+        raise no_rows(path, "traces")
+    return total
 
 
 def count_given_traces(path: str | Path, after: int = -1) -> tuple[int, int]:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from calibrl.errors import UserError
+from calibrl.errors import UserError, missing_file
 from calibrl.settings.base import (
     Section,
     describe_error,
@@ -77,7 +77,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     """The mapping a settings file holds."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"config file not found: {path}")
+        raise missing_file(path)
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:

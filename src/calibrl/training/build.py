@@ -18,7 +18,7 @@ from accelerate import Accelerator
 from transformers import get_scheduler
 
 from calibrl.data import TaskExample
-from calibrl.errors import UserError
+from calibrl.errors import UserError, no_rows
 from calibrl.models.adapters import prepare_policy, require_peft, trainable_parameters
 from calibrl.models.loading import load_policy, resolve_model_path
 from calibrl.rollout.engine import Engine
@@ -57,7 +57,7 @@ def load_training_examples(cfg: TrainSettings) -> list[TaskExample]:
     import_task_modules(cfg.data.task_modules)
     examples = load_examples(cfg.data.train_path)
     if not examples:
-        raise UserError(f"{cfg.data.train_path}: no training rows")
+        raise no_rows(cfg.data.train_path)
     for source in {ex.data_source for ex in examples}:
         get_task(source)
     return examples

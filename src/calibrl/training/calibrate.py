@@ -33,7 +33,7 @@ import torch
 from tqdm.auto import tqdm
 
 from calibrl.algo.confidence_loss import CONFIDENCE_LOSSES, expected_value, value_mass_nll
-from calibrl.errors import UserError
+from calibrl.errors import UserError, already_holds, no_rows
 from calibrl.settings.calibrate import CalibrateSettings
 from calibrl.training.calibrate_data import (
     ConfidenceRow,
@@ -47,7 +47,7 @@ from calibrl.training.calibrate_data import (
 from calibrl.training.sft import make_accelerator
 from calibrl.training.sft_batch import TokenizedConversation, collate, token_mean_loss
 from calibrl.utils.atomic import atomic_dir
-from calibrl.utils.files import check_output_dir
+from calibrl.utils.files import check_output_dir, require_file
 
 CONFIG_FILE = "calibrate_config.json"
 GRADED_FILE = "graded.jsonl"
@@ -183,13 +183,12 @@ def run_calibrate(config: CalibrateSettings) -> dict[str, Any]:
 
     out = Path(config.out)
     if (out / MODEL_DIR).exists() and not config.overwrite:
-        raise UserError(f"{out} already holds a calibrated model; pass --overwrite to replace it")
+        raise already_holds(out, "a calibrated model")
     check_output_dir(out, "output folder")
-    if not Path(config.data).is_file():
-        raise UserError(f"no such file: {config.data}")
+    require_file(config.data)
     examples = load_examples(config.data)[: config.prompts]
     if not examples:
-        raise UserError(f"no prompts in {config.data}")
+        raise no_rows(config.data)
     model, tokenizer = load_policy(config.model)
     values = value_tokens(tokenizer)
     start = time.perf_counter()

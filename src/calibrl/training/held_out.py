@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from calibrl.data import TaskExample
-from calibrl.errors import UserError
+from calibrl.errors import no_rows
 from calibrl.settings import TrainSettings
 from calibrl.tasks import get_task
 from calibrl.tasks.files import load_examples
@@ -56,8 +56,8 @@ def load_held_out(cfg: TrainSettings, evaluator: Evaluator | None) -> HeldOut | 
               "during_training.held_out_evaluator(cfg))")
         return None
     examples = load_examples(path)[:cfg.eval.max_examples]
-    if not examples:
-        raise UserError(f"data.eval_path {path}: no rows to evaluate on")
+    if not examples:  # eval.max_examples > 0: the file holds none
+        raise no_rows(path)
     for source in {ex.data_source for ex in examples}:
         get_task(source)
     return HeldOut(examples, cfg.eval.every_steps, cfg.optim.total_steps, evaluator)

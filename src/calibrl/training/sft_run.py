@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from calibrl.data.example import TaskExample
-from calibrl.errors import UserError
+from calibrl.errors import UserError, no_rows
 from calibrl.models.loading import load_policy
 from calibrl.settings.sft import SFTSettings
 from calibrl.training.run_setup import closing_run, open_checkpointed_run
@@ -31,6 +31,7 @@ from calibrl.training.sft import (
 )
 from calibrl.training.sft_data import exclude_problems
 from calibrl.utils.atomic import atomic_write_text
+from calibrl.utils.files import require_file
 
 RUN_FILES = (CONFIG_FILE, LOG_FILE, SUMMARY_FILE, MODEL_DIR)  # besides checkpoint-*
 
@@ -60,9 +61,10 @@ def load_problems(config: SFTSettings) -> tuple[list[TaskExample], list[TaskExam
     from calibrl.tasks.files import load_examples
 
     for path in (config.data, *config.exclude):
-        if not Path(path).is_file():
-            raise UserError(f"no such file: {path}")
+        require_file(path)
     train = load_examples(config.data)
+    if not train:
+        raise no_rows(config.data)
     held_out = [ex for path in config.exclude for ex in load_examples(path)]
     kept, excluded = exclude_problems(train, held_out)
     if not kept:

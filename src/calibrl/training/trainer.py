@@ -68,12 +68,12 @@ class Trainer:
         try:
             record_launch(self.accelerator, self.run_dir)  # world size, precision: said and kept
             self.examples = load_training_examples(cfg)
+            self.held_out = load_held_out(cfg, evaluator)  # an empty file fails before the model
             self.policy = build_policy(cfg, self.accelerator, self.run_dir)
             self.engine = engine or build_engine(cfg, self.policy)
             # Global: every process draws the same indices and rolls out its `shard` of them.
             self.sampler = PromptSampler(len(self.examples), cfg.seed, cfg.data.shuffle)
             self.settings = RolloutSettings.from_config(cfg.rollout, cfg.model, cfg.data)
-            self.held_out = load_held_out(cfg, evaluator)
         except BaseException:
             self.run.close(failed=True)
             raise

@@ -10,9 +10,10 @@ from __future__ import annotations
 import errno
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
-from calibrl.errors import UserError
+from calibrl.errors import UserError, already_holds, missing_file
 
 # Errors of the file system the user can fix (a full disk, a read-only mount, a file where a folder
 # should be), as opposed to a bug such as a missing file that calibrl itself should have written.
@@ -20,6 +21,14 @@ USER_FIXABLE_ERRNOS = frozenset({
     errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM,
     errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.ENAMETOOLONG,
 })
+
+
+def require_file(path: str | Path) -> Path:
+    """`path`, when it is a file; else the one error every command gives for a missing input."""
+    path = Path(path)
+    if not path.is_file():
+        raise missing_file(path)
+    return path
 
 
 def read_text_file(path: str | Path, what: str) -> str:
@@ -30,6 +39,8 @@ def read_text_file(path: str | Path, what: str) -> str:
     except UnicodeDecodeError as err:
         raise UserError(f"{what} {path} is not UTF-8 text (byte {err.start}: "
                         f"{err.object[err.start:err.start + 1]!r})") from None
+    except FileNotFoundError:
+        raise missing_file(path) from None
     except OSError as err:
         raise UserError(f"cannot read {what} {path}: {err.strerror or err}") from None
 
@@ -61,6 +72,14 @@ def check_output_dir(path: str | Path, what: str) -> None:
     except OSError as err:
         raise UserError(f"{what} {path}: cannot write in {existing} ({err.strerror or err})"
                         ) from None
+
+
+def refuse_to_replace(folder: str | Path, names: Sequence[str], *, overwrite: bool) -> None:
+    """Refuse, before any work, to replace the entries `names` of `folder` without `overwrite`:
+    a second run into one folder must not silently replace the first one's output."""
+    held = [name for name in names if (Path(folder) / name).exists()]
+    if held and not overwrite:
+        raise already_holds(folder, ", ".join(held), them=len(held) > 1)
 
 
 def check_output_file(path: str | Path, what: str) -> None:

@@ -162,7 +162,7 @@ def _data_kills(base: Path) -> None:
     assert _files(base / "out", names) == new  # the command writes what the library does
     old = version(0, base / "out")
     for _ in range(ATTEMPTS):
-        if _kill_at_random(duration, *args, "--out", base / "out", "--seed", 1):
+        if _kill_at_random(duration, *args, "--out", base / "out", "--seed", 1, "--overwrite"):
             _old_or_new("data", base / "out", old, new, names)
             if len(TALLY.get("data", [])) >= KILLS:
                 break
@@ -178,11 +178,12 @@ def _eval_kills(inputs: dict[str, Path], base: Path) -> None:
     old = _files(base / "out", names)
     assert old != new
     for _ in range(ATTEMPTS):
-        if _kill_at_random(duration, *args, "--out", base / "out", "--max-answer-tokens", 8):
+        if _kill_at_random(duration, *args, "--out", base / "out", "--max-answer-tokens", 8,
+                           "--overwrite"):
             _old_or_new("eval", base / "out", old, new, names)
             if len(TALLY.get("eval", [])) >= KILLS:
                 break
-    _run(*args, "--out", base / "out", "--max-answer-tokens", 8)
+    _run(*args, "--out", base / "out", "--max-answer-tokens", 8, "--overwrite")
     assert _files(base / "out", names) == new
 
 

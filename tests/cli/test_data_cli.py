@@ -44,7 +44,7 @@ def test_generate_writes_both_splits(tmp_path, capsys):
     assert {e.split for e in train} == {"train"} and {e.split for e in test} == {"test"}
     assert all(max(e.ground_truth["numbers"]) <= 30 for e in train + test)
     first = (out / "train.parquet").read_bytes()
-    assert run(argv) == 0
+    assert run([*argv, "--overwrite"]) == 0
     assert (out / "train.parquet").read_bytes() == first
 
 

@@ -56,10 +56,11 @@ def test_world_facts_then_eval(tmp_path, tiny_model_dir, capsys, packages):
     train_entities = {x for e in splits["train"] for x in e.extra["entities"]}
     assert not train_entities & {x for e in splits["test"] for x in e.extra["entities"]}
     # The same command again gives the same files' rows.
-    assert run(argv) == 0
+    assert run([*argv, "--overwrite"]) == 0
     assert load_examples(out / "test.parquet") == splits["test"]
     # Without a held-out type, an earlier run's held-out file goes.
-    assert run(["data", "world-facts", "--out", str(out), "--types", "element_name"]) == 0
+    assert run(["data", "world-facts", "--out", str(out), "--types", "element_name",
+                "--overwrite"]) == 0
     assert not (out / "held_out.parquet").exists()
     assert "removed" in capsys.readouterr().out
 

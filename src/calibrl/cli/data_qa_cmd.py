@@ -17,6 +17,8 @@ NUMERIC_QA = get_task("numeric_qa")
 DEFAULTS = NUMERIC_QA.generate_options
 
 _Out = Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")]
+_Overwrite = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace the splits already in --out.")]
 _N = Annotated[
     int | None, typer.Option("--n", help="Rows over both splits; with --from, at most this many.")
 ]
@@ -44,9 +46,13 @@ def numeric_qa(
     out: _Out, n: _N = None, num_steps: _NumSteps = None, max_operand: _MaxOperand = None,
     seed: _Seed = None, test_size: _TestSize = None, test_fraction: _TestFraction = None,
     from_path: _From = None, prompt_style: _PromptStyle = NUMERIC_QA.prompt_styles[0],
+    overwrite: _Overwrite = False,
 ) -> None:
     """Generate arithmetic word problems (difficulty: steps), or convert question/answer rows."""
     from calibrl.tasks.files import write_splits
+    from calibrl.utils.files import refuse_to_replace
+
+    refuse_to_replace(out, ("train.parquet", "test.parquet"), overwrite=overwrite)
 
     if prompt_style not in NUMERIC_QA.prompt_styles:
         raise UserError(f"unknown --prompt-style {prompt_style!r}; choose "

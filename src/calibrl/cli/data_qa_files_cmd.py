@@ -22,6 +22,8 @@ MULTIPLE_CHOICE = get_task("multiple_choice")
 MATH = get_task("math")
 
 _Out = Annotated[Path, typer.Option("--out", help="Folder for train.parquet and test.parquet.")]
+_Overwrite = Annotated[bool, typer.Option(
+    "--overwrite", help="Replace the splits already in --out.")]
 _N = Annotated[int | None, typer.Option("--n", help="At most this many rows over both splits.")]
 _TestSize = Annotated[int | None, typer.Option("--test-size", help="Rows in the test split.")]
 _TestFraction = Annotated[float | None, typer.Option(
@@ -59,11 +61,12 @@ def _columns(settings: list[str] | None) -> tuple[tuple[str, str], ...]:
 
 
 def _write(task: Task, from_path: str, out: Path, n: int | None, test_size: int | None,
-           test_fraction: float | None) -> None:
+           test_fraction: float | None, overwrite: bool) -> None:
     from calibrl.tasks.files import write_splits
-    from calibrl.utils.files import check_output_dir
+    from calibrl.utils.files import check_output_dir, refuse_to_replace
 
     check_output_dir(out, "--out")
+    refuse_to_replace(out, ("train.parquet", "test.parquet"), overwrite=overwrite)
     result = task.convert_file(from_path, n=n, test_size=test_size, test_fraction=test_fraction)
     typer.echo(f"read {result.rows_read} rows from {from_path}; dropped {result.duplicates} "
                "repeated questions")
@@ -82,12 +85,13 @@ def short_answer(
     from_path: _ShortFrom, out: _Out, n: _N = None, test_size: _TestSize = None,
     test_fraction: _TestFraction = None,
     prompt_style: _PromptStyle = SHORT_ANSWER.prompt_styles[0], settings: _Settings = None,
+    overwrite: _Overwrite = False,
 ) -> None:
     """Convert short-answer rows (right iff the answer matches an alias, SQuAD-normalised)."""
     _check_style(SHORT_ANSWER, prompt_style)
     task = dataclasses.replace(SHORT_ANSWER, prompt_style=prompt_style,
                                columns=_columns(settings))
-    _write(task, from_path, out, n, test_size, test_fraction)
+    _write(task, from_path, out, n, test_size, test_fraction, overwrite)
 
 
 def multiple_choice(
@@ -95,21 +99,23 @@ def multiple_choice(
     test_fraction: _TestFraction = None,
     prompt_style: _PromptStyle = MULTIPLE_CHOICE.prompt_styles[0],
     shuffle: _Shuffle = True, seed: _Seed = 0, settings: _Settings = None,
+    overwrite: _Overwrite = False,
 ) -> None:
     """Convert multiple-choice rows (answered by the correct choice's letter or text)."""
     _check_style(MULTIPLE_CHOICE, prompt_style)
     task = dataclasses.replace(MULTIPLE_CHOICE, prompt_style=prompt_style, shuffle=shuffle,
                                shuffle_seed=seed, columns=_columns(settings))
-    _write(task, from_path, out, n, test_size, test_fraction)
+    _write(task, from_path, out, n, test_size, test_fraction, overwrite)
 
 
 def math_problems(
     from_path: _MathFrom, out: _Out, n: _N = None, test_size: _TestSize = None,
     test_fraction: _TestFraction = None,
     prompt_style: _PromptStyle = MATH.prompt_styles[0], settings: _Settings = None,
+    overwrite: _Overwrite = False,
 ) -> None:
     """Convert math rows (right iff math-verify finds the final answer equal to the reference;
     scoring needs the extra: pip install 'calibrl[math]')."""
     _check_style(MATH, prompt_style)
     task = dataclasses.replace(MATH, prompt_style=prompt_style, columns=_columns(settings))
-    _write(task, from_path, out, n, test_size, test_fraction)
+    _write(task, from_path, out, n, test_size, test_fraction, overwrite)

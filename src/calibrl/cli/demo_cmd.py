@@ -13,7 +13,7 @@ from calibrl.cli.options import (
 )
 from calibrl.settings.demo import DemoSettings
 
-DEMO = OptionMap(DemoSettings, keys={"out": "out_dir"},
+DEMO = OptionMap(DemoSettings, keys={"out": "out_dir"}, extra=frozenset({"overwrite"}),
                  example="sft.steps=300 rl.optim.total_steps=10")
 
 
@@ -26,10 +26,12 @@ def demo(
     out: Path = DEMO.option("out", "--out"),
     seed: int = DEMO.option("seed", "--seed"),
     print_config: bool = print_config_option(),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the demo already in "
+                                   "OUT (its stages' folders and report)."),
 ) -> None:
     """Run the CPU demo and print where its output is."""
     from calibrl.demo.pipeline import load_demo_settings, run_demo
 
     settings = load_demo_settings(config, overrides, DEMO.given(ctx))
     print_config_and_exit(ctx, settings)
-    run_demo(settings)
+    run_demo(settings, overwrite=overwrite)

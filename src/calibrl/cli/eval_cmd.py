@@ -11,7 +11,6 @@ from calibrl.cli.options import (
     config_option,
     print_config_option,
 )
-from calibrl.errors import UserError
 from calibrl.protocol.modes import mode_names
 from calibrl.settings.eval import EvalSettings
 
@@ -39,18 +38,20 @@ def evaluate(
     bootstrap: int = EVAL.option("bootstrap"),
     name: str = EVAL.option("name"),
     confidence_question: str = EVAL.option("confidence_question"),
+    overwrite: bool = EVAL.option("overwrite", "--overwrite"),
 ) -> None:
     """Generate, verify and score calibration: accuracy, ECE, Brier, AUROC, AURC and figures."""
     from calibrl.evaluation.compare import tables_text
     from calibrl.evaluation.run import evaluate as run
+    from calibrl.utils.files import require_file
 
     settings = EVAL.load(ctx)
     for path in settings.data:
-        if not Path(path).is_file():
-            raise UserError(f"data file not found: {path}")
+        require_file(path)  # every file before the model loads
     out_dir = Path(settings.out)
     data = settings.data[0] if len(settings.data) == 1 else settings.data
-    metrics = run(settings.model, data, out_dir, settings, name=settings.name)
+    metrics = run(settings.model, data, out_dir, settings, name=settings.name,
+                  overwrite=settings.overwrite)
     rows = [metrics] if isinstance(metrics, dict) else metrics
     if len(rows) == 1:
         rows = [{**metrics, "name": settings.name or out_dir.name, "mode": settings.mode}]

@@ -34,7 +34,7 @@ from calibrl.demo.facts import (
     stage_facts_data,
 )
 from calibrl.demo.tables import reward_table
-from calibrl.errors import Stopped, UserError
+from calibrl.errors import Stopped, UserError, already_holds
 from calibrl.protocol.completions import CHATML_ASSISTANT
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
 from calibrl.settings import DemoSettings, load_settings, updated
@@ -184,7 +184,9 @@ def stage_eval(settings: DemoSettings, model_dir: Path, name: str) -> dict[str, 
     from calibrl.evaluation.run import evaluate
 
     out = Path(settings.out_dir)
-    return evaluate(model_dir, out / "data/test.parquet", out / name, settings.eval, name=name)
+    # The demo decided at its start whether it may replace what its folder holds.
+    return evaluate(model_dir, out / "data/test.parquet", out / name, settings.eval, name=name,
+                    overwrite=True)
 
 
 def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
@@ -229,13 +231,21 @@ def results_text(before: dict[str, Any], after: dict[str, Any],
     return tables_text(stage_rows(before, after, calibrated))
 
 
-def run_demo(settings: DemoSettings | FactsDemoSettings) -> Path:
+# What a demo leaves in its folder (module docstring): one of them there means a demo ran.
+DEMO_ENTRIES = ("data", "sft", "eval-before", "calibrate", "eval-calibrated", "rl",
+                "eval-after", "probe", "report.md", "timings.json")
+
+
+def run_demo(settings: DemoSettings | FactsDemoSettings, *, overwrite: bool = False) -> Path:
     """Run every stage, print progress and timings, write the report; returns its path. The
-    facts demo has its own data stage and no probe."""
+    facts demo has its own data stage and no probe. A folder that holds a demo is replaced
+    only with `overwrite` (every stage then replaces its own output)."""
     from calibrl.demo.report import write_report
 
     console = Console()
     out = Path(settings.out_dir)
+    if not overwrite and any((out / name).exists() for name in DEMO_ENTRIES):
+        raise already_holds(out, "a demo")
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
 
@@ -245,7 +255,7 @@ def run_demo(settings: DemoSettings | FactsDemoSettings) -> Path:
         try:
             value = fn()
         except Stopped as stop:
-            stop.advice = "the demo has no --resume: run it again to start over"
+            stop.advice = "the demo has no --resume: run it again with --overwrite to start over"
             raise
         timings[name] = time.perf_counter() - start
         console.print(f"{name}: {timings[name]:.0f} s")

@@ -14,7 +14,8 @@ The rows are the records the metrics read (`calibrl.evaluation.records`): the ev
 computed once (`compute_evaluation`) and then written.
 Writes, in `out_dir`: `predictions.jsonl` (one line per answer), `metrics.json`, `bins.json`,
 and the PNG figures, all swapped in at once when they are done: a killed evaluation leaves the
-previous one whole (other files in `out_dir` stay).
+previous one whole (other files in `out_dir` stay). A folder that already holds an evaluation is
+replaced only with `overwrite`: a second evaluation into it is refused before any work.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from calibrl.algo import score_tree
 from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
 from calibrl.algo.self_estimates import answer_likelihood
 from calibrl.data import TaskExample
-from calibrl.errors import UserError
+from calibrl.errors import UserError, already_holds, no_rows
 from calibrl.evaluation.readout import last_states, out_of_fold_readout, state_position
 from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.evaluation.result import compute_evaluation
@@ -156,10 +157,15 @@ def _labels(paths: Sequence[str | Path]) -> list[str]:
     return [s if stems.count(s) == 1 else f"{s}-{i}" for i, s in enumerate(stems)]
 
 
+def _holds_evaluation(folder: Path) -> bool:
+    return any((folder / name).exists() for name in (PREDICTIONS_FILE, *EVALUATION_FILES))
+
+
 def evaluate(model_path: str | Path, data_path: str | Path | Sequence[str | Path],
-             out_dir: str | Path, settings: EvalSection, *, name: str | None = None
-             ) -> dict[str, Any] | list[dict[str, Any]]:
+             out_dir: str | Path, settings: EvalSection, *, name: str | None = None,
+             overwrite: bool = False) -> dict[str, Any] | list[dict[str, Any]]:
     """Evaluate a saved model on a data file; returns the metrics dict (also in metrics.json).
+    A folder that holds an evaluation is replaced only with `overwrite`.
 
     Given several data files (any mix of tasks), the model is loaded once, each file is
     evaluated into `out_dir/<file stem>` and all answers together into `out_dir/pooled`
@@ -171,12 +177,19 @@ def evaluate(model_path: str | Path, data_path: str | Path | Sequence[str | Path
     out = Path(out_dir)
     check_output_dir(out, "output folder")  # before minutes of generation, not after
     paths = [data_path] if isinstance(data_path, str | Path) else list(data_path)
+    folders = [out] if len(paths) == 1 else [out / label for label in _labels(paths)] + [
+        out / POOLED]
+    for folder in folders:
+        if not overwrite and _holds_evaluation(folder):
+            raise already_holds(folder, "an evaluation")
+    if settings.max_examples == 0:
+        raise UserError("max_examples 0 leaves no example to evaluate")
     sets = []
     for path in paths:
-        examples = load_examples(path)[: settings.max_examples]
+        examples = load_examples(path)
         if not examples:
-            raise UserError(f"no examples to evaluate in {path}")
-        sets.append(examples)
+            raise no_rows(path)
+        sets.append(examples[: settings.max_examples])
     model, tokenizer = load_policy(resolve_model_path(str(model_path), out))
     name = name or out.name
     if len(paths) == 1:

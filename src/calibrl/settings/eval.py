@@ -78,4 +78,6 @@ class EvalSettings(EvalSection):
     out: str = Field(description="Output directory.")
     name: str | None = Field(None, description="Run name in tables (default: the output "
                              "folder).")
+    overwrite: bool = Field(False, description="Replace the evaluation already in OUT (its "
+                            "predictions, metrics and figures; other files stay).")
 

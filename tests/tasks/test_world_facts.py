@@ -91,6 +91,8 @@ def test_known_facts_are_judged_right(question, reply):
     ("On which continent is Japan?", "Europe"),
     ("In which country is the city of Tokyo?", "China"),
     ("What is the chemical symbol of iron?", "Ir"),
+    ("In which country is the city of Mumbai?", "in"),  # India's ISO code, a common word
+    ("In which country is the city of Milan?", "it"),
 ])
 def test_wrong_answers_are_judged_wrong(question, reply):
     assert not right(question, reply)

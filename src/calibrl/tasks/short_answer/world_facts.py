@@ -115,6 +115,13 @@ def country_facts(countries: Sequence[Country], cities: Sequence[City],
     return sorted(facts, key=lambda f: FACT_TYPES.index(f.fact_type))
 
 
+def is_country_name(spelling: str) -> bool:
+    """Whether an alternative spelling may stand as an answer: not a two-letter ISO code, which
+    normalises to a common word as often as not ("IN", "IT", "NO"), so a reply that merely says
+    "in" would name India."""
+    return len(normalize_answer(spelling)) > 2
+
+
 def _names_its_country(city: City, country: Country) -> bool:
     words = f" {normalize_answer(city.name)} "
     names = (normalize_answer(n) for n in (country.name, *country.other_names))
@@ -143,7 +150,8 @@ def city_facts(countries: Sequence[Country], cities: Sequence[City],
         per_code[country.code] += 1
         facts.append(WorldFact("city_country",
                                TEMPLATES["city_country"].format(plain_name(city.name)),
-                               distinct_answers([country.name, *country.other_names]),
+                               distinct_answers([country.name,
+                                                 *filter(is_country_name, country.other_names)]),
                                tier(city.population, CITY_TIERS),
                                (city_key(city), f"country:{country.code}")))
     return facts

@@ -159,9 +159,12 @@ def test_verify_score_and_f1_through_the_task():
     right, partial = "<think>x</think>\n<answer>the Broncos.</answer>", "<answer>Denver</answer>"
     assert SA.verify(right, GT) and SA.score("User: q Assistant: " + right, GT) == 1.0
     assert not SA.verify(partial, GT) and SA.score(partial, GT) == SA.format_score
-    assert SA.extra_scores(right, GT) == {"token_f1": 1.0}
+    assert SA.extra_scores(right, GT) == {"token_f1": 1.0, "lenient_accuracy": 1.0}
     assert SA.extra_scores(partial, GT)["token_f1"] == pytest.approx(2 / 3)
-    assert SA.extra_scores("no answer block", GT) == {"token_f1": 0.0}
+    assert SA.extra_scores("no answer block", GT) == {"token_f1": 0.0, "lenient_accuracy": 0.0}
+    # The lenient reading: an accepted answer named in a sentence, without the tags.
+    assert SA.extra_scores("It was the Denver Broncos.", GT)["lenient_accuracy"] == 1.0
+    assert SA.extra_scores(partial, GT)["lenient_accuracy"] == 0.0
     # A prompt that names the tags is not the model's answer.
     prompt = SA.make_prompt(GT)[0]["content"]
     assert "<answer>Paris</answer>" in prompt
@@ -200,8 +203,9 @@ def test_nested_tags_are_read_as_the_last_block_says():
 def test_non_text_never_raises():
     for junk in (None, 42, b"<answer>Denver Broncos</answer>", ["<answer>x</answer>"]):
         assert not SA.verify(junk, GT)
-        assert SA.extra_scores(junk, GT) == {"token_f1": 0.0}
-    assert SA.extra_scores("<answer>x</answer>", {"answers": None}) == {"token_f1": 0.0}
+        assert SA.extra_scores(junk, GT) == {"token_f1": 0.0, "lenient_accuracy": 0.0}
+    assert SA.extra_scores("<answer>x</answer>", {"answers": None}) == {"token_f1": 0.0,
+                                                                        "lenient_accuracy": 0.0}
 
 
 # --- public rows -------------------------------------------------------------------------------

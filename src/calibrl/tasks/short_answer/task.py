@@ -31,6 +31,7 @@ from calibrl.tasks.short_answer.prompts import (
     PROMPT_STYLES,
     make_messages,
 )
+from calibrl.tasks.short_answer.replies import names_accepted
 from calibrl.tasks.short_answer.world_types import world_cluster
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from calibrl.data.example import TaskExample
 
 F1_SCORE = "token_f1"  # the name `extra_scores` reports SQuAD's token F1 under
+LENIENT_SCORE = "lenient_accuracy"  # and the lenient reading of a reply
 _CORPUS_QUESTIONS = ("Which city is the capital of France?",
                      "Who wrote the novel that the film Sunset Boulevard is not based on?")
 
@@ -77,14 +79,18 @@ class ShortAnswerTask(AnswerBlockTask):
 
     def extra_scores(self, answer_text: str, ground_truth: Mapping[str, Any]
                      ) -> dict[str, float]:
-        """`{"token_f1": F1}`: SQuAD's token F1 of the last answer block against the best
-        accepted answer; 0.0 when there is no answer block or the text is not a string."""
+        """`{"token_f1": F1, "lenient_accuracy": 0 or 1}`: SQuAD's token F1 of the last answer
+        block against the best accepted answer (0.0 without an answer block or text), and the
+        lenient reading (`replies.names_accepted`): 1.0 when the reply names an accepted answer,
+        in its answer block or, without one, anywhere, so a pretrained model that answers in
+        sentences is judged alike before and after it learns the tags. Never a reward."""
         given = last_answer(answer_text) if isinstance(answer_text, str) else None
         try:
             f1 = 0.0 if given is None else max_token_f1(given, ground_truth["answers"])
+            named = names_accepted(answer_text, ground_truth["answers"])
         except Exception:  # a malformed ground truth must not stop an evaluation either
-            f1 = 0.0
-        return {F1_SCORE: f1}
+            f1, named = 0.0, False
+        return {F1_SCORE: f1, LENIENT_SCORE: float(named)}
 
     def difficulty(self, ground_truth: Mapping[str, Any]) -> str:
         """The row's own difficulty (HotpotQA's level), or "all" when it has none."""

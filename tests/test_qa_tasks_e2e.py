@@ -113,8 +113,14 @@ def test_train_two_turn_then_eval(name, data, tiny_model_dir, tmp_path):
                    .splitlines()]
     test = load_examples(folder / "test.parquet")
     assert saved["count"] == len(predictions) == len(test) == 4
-    for key in ("accuracy", "ece", "brier"):
-        assert math.isfinite(saved[key]) and 0.0 <= saved[key] <= 1.0, key
+    assert 0.0 <= saved["accuracy"] <= 1.0
+    # Two steps from a random model rarely write a confidence that parses: with fewer than half
+    # parsed, ECE and Brier are not available and the reason is saved beside them.
+    if saved.get("calibration_unavailable"):
+        assert saved["ece"] is None and saved["unparsable_confidence_rate"] > 0.5
+    else:
+        for key in ("ece", "brier"):
+            assert math.isfinite(saved[key]) and 0.0 <= saved[key] <= 1.0, key
     groups = {task.difficulty(ex.ground_truth) for ex in test}
     assert {p["group"] for p in predictions} == set(saved["by_group"]) == groups
 

@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from calibrl.cli.main import _register, app
@@ -142,6 +143,19 @@ def test_training_moves_the_stated_value_towards_the_target(tmp_path, grade):
     # A uniform distribution over the tenths scores 0.385 against 1 and 0.285 against 0.
     assert final["score"] < (0.385 if grade else 0.285)
     assert (final["answer_ce"] > 0) == grade
+
+
+def test_train_layers_tunes_only_the_top_blocks(tmp_path):
+    tokenizer = build_tokenizer(model_max_length=512)
+    model = build_tiny_model(tokenizer, seed=0, hidden_size=32, num_layers=2, num_heads=2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    cfg = config(tmp_path, steps=3, batch_size=4, answer_batch_size=2, lr=1e-2, train_layers=1)
+    rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples()}, graded_pairs()[:8],
+                           value_tokens(tokenizer), cfg)
+    trained, _ = train_calibration(model, tokenizer, rows, value_tokens(tokenizer), cfg)
+    for key, value in trained.state_dict().items():
+        moved = not torch.equal(value, before[key])
+        assert moved == ("layers.1." in key or key == "model.norm.weight"), key
 
 
 def test_mean_by_grade_splits_scores():

@@ -166,3 +166,15 @@ def test_rollout_decode_reaches_the_engine(tmp_path, tiny_model_dir):
     assert fused.engine.decode == "fused"
     with pytest.raises(UserError, match="decode"):
         _trainer(tmp_path / "c", tiny_model_dir, "rollout.decode=fast")
+
+
+# ---------------------------------------------------------------- top layers only
+def test_train_layers_updates_only_the_top_block(tmp_path, tiny_model_dir):
+    trainer = _trainer(tmp_path, tiny_model_dir, "optim.total_steps=1", "model.train_layers=1")
+    model = trainer._unwrapped()
+    top = model.config.num_hidden_layers - 1
+    before = _weights(model)
+    trainer.train()
+    after = _weights(trainer._unwrapped())
+    moved = {key for key in before if not torch.equal(before[key], after[key])}
+    assert moved and all(f"layers.{top}." in key or key == "model.norm.weight" for key in moved)

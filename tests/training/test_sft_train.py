@@ -144,3 +144,15 @@ def test_precision_other_than_the_process_accelerator_is_a_user_error():
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("UserError: sft: AcceleratorState has already been initialized")
     assert out.stdout.splitlines()[-1] == "no"
+
+
+def test_train_layers_moves_only_the_top_blocks(tmp_path):
+    tokenizer = build_tokenizer(model_max_length=512)
+    model = build_tiny_model(tokenizer, seed=0, **SMALL)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    top = model.config.num_hidden_layers - 1
+    train_sft(model, tokenizer, splits()[0][:20], toy_config(tmp_path, steps=3, train_layers=1),
+              tmp_path)
+    for key, value in model.state_dict().items():
+        trained = f"layers.{top}." in key or key == "model.norm.weight"
+        assert torch.equal(value, before[key]) != trained, key

@@ -59,6 +59,7 @@ class CalibrateSection(ConfidenceSampling):
                                  "rest of the turn-2 text (the model's own analysis, the tags, "
                                  "the end of turn) and of the value tokens' missing mass, so "
                                  "that the sampled turn 2 stays well formed.")
+    train_layers: int | None = shared_field(SFTSection, "train_layers")
     bf16: bool = shared_field(SFTSection, "bf16")
     device: Literal["auto", "cpu", "cuda"] = shared_field(SFTSection, "device")
     seed: Seed = Field(0, description="Seed of sampling and batch order.")

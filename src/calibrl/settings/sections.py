@@ -44,6 +44,11 @@ class ModelSection(Section):
                                          "gradient_checkpointing_enable): less memory, about "
                                          "a third more compute per update.")
     lora: LoraSection = Field(default_factory=LoraSection, description="LoRA adapter.")
+    train_layers: int | None = Field(None, gt=0, description="Train only the top N decoder "
+                                     "blocks and the final norm (with LoRA: their adapters); "
+                                     "embeddings, head and lower blocks stay frozen and the "
+                                     "backward pass stops below them. None: every weight (or "
+                                     "every adapter).")
 
 
 class DataSection(Section):

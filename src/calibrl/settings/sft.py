@@ -118,6 +118,10 @@ class SFTSection(Section):
     reanswers: int = Field(3, ge=1, description="Re-answers in a 'reanswer' analysis (the "
                            "same number as the confidence warm-up's).")
     confidence_question: str = shared_field(ConfidenceSampling, "confidence_question")
+    train_layers: int | None = Field(None, gt=0, description="Train only the top N decoder "
+                                     "blocks and the final norm (embeddings, head and lower "
+                                     "blocks frozen: the backward pass stops below them); "
+                                     "None trains every weight.")
     bf16: bool = Field(True, description="bf16 autocast for forward/backward (weights and "
                        "optimiser stay fp32).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="'auto': cuda if "

@@ -109,7 +109,7 @@ def build_policy(cfg: TrainSettings, accelerator: Accelerator, run_dir: Path) ->
     model, tokenizer = load_policy(model_path, dtype=cfg.model.dtype,
                                    trust_remote_code=cfg.model.trust_remote_code)
     model = prepare_policy(model, gradient_checkpointing=cfg.model.gradient_checkpointing,
-                           lora=cfg.model.lora)
+                           lora=cfg.model.lora, train_layers=cfg.model.train_layers)
     optim, epochs = cfg.optim, cfg.algorithm.ppo_epochs
     optimizer = torch.optim.AdamW(trainable_parameters(model), lr=optim.lr,
                                   betas=optim.betas, weight_decay=optim.weight_decay)

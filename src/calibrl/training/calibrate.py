@@ -34,6 +34,7 @@ from tqdm.auto import tqdm
 
 from calibrl.algo.confidence_loss import CONFIDENCE_LOSSES, expected_value, value_mass_nll
 from calibrl.errors import UserError, already_holds, no_rows
+from calibrl.models.adapters import prepare_policy, trainable_parameters
 from calibrl.settings.calibrate import CalibrateSettings
 from calibrl.training.calibrate_data import (
     ConfidenceRow,
@@ -119,8 +120,9 @@ def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values:
     wrappers and the mean losses of the last 20 steps."""
     accelerator = make_accelerator(config)
     torch.manual_seed(config.seed)
+    prepare_policy(model, train_layers=config.train_layers)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr,
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=config.lr,
                                   weight_decay=config.weight_decay)
     prepared, optimizer = accelerator.prepare(model, optimizer)
     pad = pad_id(tokenizer)

@@ -40,6 +40,7 @@ from tqdm.auto import tqdm
 
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
+from calibrl.models.adapters import prepare_policy, trainable_parameters
 from calibrl.settings.sft import SFTSettings
 from calibrl.training.checkpoint import (
     Checkpoint,
@@ -320,8 +321,9 @@ def train_sft(model, tokenizer, problems: Sequence[TaskExample], config: SFTSett
     """
     accelerator = make_accelerator(config)
     torch.manual_seed(config.seed)
+    prepare_policy(model, train_layers=config.train_layers)
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=config.betas,
+    optimizer = torch.optim.AdamW(trainable_parameters(model), lr=config.lr, betas=config.betas,
                                   weight_decay=config.weight_decay)
     prepared, optimizer = accelerator.prepare(model, optimizer)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -39,6 +39,9 @@ def test_replies_become_rows_answering_what_the_model_said():
     assert mexico.extra["own_reply"] == "The capital of Mexico is Lima, I think."
     assert mexico.messages == examples[1].messages  # asked in the task's own prompt
     assert by_question["Which country is Lyon in?"].ground_truth["answers"] == ["Japan"]
+    # Values only other questions ask about are named too when those questions are known.
+    _, counts = rewrite_replies(examples[2:3], ["Osaka is in France."], known=examples[3:])
+    assert counts == {"named wrong": 1}
     trace = get_task("short_answer").reference_trace(mexico)
     assert get_task("short_answer").check(trace, {"answers": ["Lima"]})
 

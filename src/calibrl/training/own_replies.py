@@ -32,14 +32,15 @@ def question_messages(example: TaskExample) -> list[dict[str, str]]:
     return [{"role": "user", "content": example.ground_truth["question"]}]
 
 
-def rewrite_replies(examples: Sequence[TaskExample], replies: Sequence[str]
-                    ) -> tuple[list[TaskExample], Counter]:
+def rewrite_replies(examples: Sequence[TaskExample], replies: Sequence[str],
+                    known: Sequence[TaskExample] = ()) -> tuple[list[TaskExample], Counter]:
     """Each example whose reply names a value of its kind (`extra["fact_type"]`; one
-    vocabulary from the examples' own accepted answers) as an SFT row answering that value,
-    with the reply kept as `extra["own_reply"]`; and the counts of replies that named the
-    right value, a wrong one, or none (those rows are left out)."""
+    vocabulary from the accepted answers of the examples and of `known`, e.g. the rest of the
+    training split) as an SFT row answering that value, with the reply kept as
+    `extra["own_reply"]`; and the counts of replies that named the right value, a wrong one,
+    or none (those rows are left out)."""
     vocab = vocabularies((str(e.extra.get(KIND_KEY, "")), e.ground_truth["answers"])
-                         for e in examples)
+                         for e in (*examples, *known))
     rows, counts = [], Counter()
     for example, reply in zip(examples, replies, strict=True):
         value = vocab[str(example.extra.get(KIND_KEY, ""))].named_value(reply)
@@ -56,12 +57,13 @@ def rewrite_replies(examples: Sequence[TaskExample], replies: Sequence[str]
 
 
 def own_reply_rows(engine: Any, tokenizer: Any, examples: Sequence[TaskExample], *,
-                   max_new_tokens: int = 32, temperature: float = 0.0, seed: int = 0,
-                   chat_template: str = "auto") -> tuple[list[TaskExample], Counter]:
+                   known: Sequence[TaskExample] = (), max_new_tokens: int = 32,
+                   temperature: float = 0.0, seed: int = 0, chat_template: str = "auto"
+                   ) -> tuple[list[TaskExample], Counter]:
     """The model's reply to each question (`question_messages`; greedy by default: its
-    best-known answer), rewritten by `rewrite_replies`."""
+    best-known answer), rewritten by `rewrite_replies` (with `known`'s answers too)."""
     prompts = [encode_messages(tokenizer, question_messages(e), chat_template) for e in examples]
     params = SamplingParams(n=1, temperature=temperature, max_new_tokens=max_new_tokens,
                             seed=seed)
     replies = [gens[0].text for gens in engine.generate(prompts, params)]
-    return rewrite_replies(examples, replies)
+    return rewrite_replies(examples, replies, known)

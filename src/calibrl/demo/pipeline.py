@@ -33,11 +33,21 @@ from calibrl.demo.facts import (
     is_facts_recipe,
     stage_facts_data,
 )
+from calibrl.demo.real import (
+    HELD_OUT_EVAL,
+    REAL_HEADING,
+    RealDemoSettings,
+    is_real_recipe,
+    real_intro,
+    real_stage_rows,
+    run_real_demo,
+)
+from calibrl.demo.stages import describe_model, stage_calibrate, stage_eval, stage_rl
 from calibrl.demo.tables import reward_table
 from calibrl.errors import Stopped, UserError, already_holds
 from calibrl.protocol.completions import CHATML_ASSISTANT
 from calibrl.protocol.tags import ANSWER_CLOSE, ANSWER_OPEN, THINK_CLOSE, THINK_OPEN
-from calibrl.settings import DemoSettings, load_settings, updated
+from calibrl.settings import DemoSettings, load_settings
 from calibrl.settings.loader import read_yaml
 from calibrl.tasks import get_task
 from calibrl.tasks.files import write_splits
@@ -61,7 +71,9 @@ def load_demo_settings(path: str | Path | None = None, overrides: list[str] | No
             raise UserError(f"the demo recipe {RECIPE} is not here (configs/ is not installed "
                             "with the package); pass --config PATH/TO/configs/demo.yaml")
         path = RECIPE
-    kind = FactsDemoSettings if is_facts_recipe(read_yaml(path)) else DemoSettings
+    tree = read_yaml(path)
+    kind = (FactsDemoSettings if is_facts_recipe(tree) else RealDemoSettings
+            if is_real_recipe(tree) else DemoSettings)
     return load_settings(kind, path, overrides, options)
 
 
@@ -146,63 +158,6 @@ def stage_sft(settings: DemoSettings | FactsDemoSettings) -> Path:
     return Path(result.model_dir)
 
 
-def stage_calibrate(settings: DemoSettings | FactsDemoSettings, model_dir: Path) -> Path:
-    """The confidence warm-up on the RL prompts (never the test split); returns its model."""
-    from calibrl.settings.calibrate import CalibrateSettings
-    from calibrl.training.calibrate import run_calibrate
-
-    out = Path(settings.out_dir)
-    config = CalibrateSettings.create(**settings.calibrate.model_dump(),
-                                      data=str(out / "data/rl.parquet"), model=str(model_dir),
-                                      out=str(out / "calibrate"), overwrite=True)
-    summary = run_calibrate(config)
-    Console().print(
-        f"confidence warm-up: {summary['answers']} graded answers to {summary['prompts']} RL "
-        f"prompts (accuracy {summary['accuracy']:.3f}), target {summary['target']}, "
-        f"{summary['steps']} steps of {summary['loss']}; expected confidence on them, right / "
-        f"wrong: {summary['expected_before']['right'] or 0:.2f} / "
-        f"{summary['expected_before']['wrong'] or 0:.2f} -> "
-        f"{summary['expected_after']['right'] or 0:.2f} / "
-        f"{summary['expected_after']['wrong'] or 0:.2f}")
-    return Path(summary["model_dir"])
-
-
-def describe_model(model_dir: Path) -> str:
-    """One line: the architecture, its size and its parameter count."""
-    from calibrl.models.loading import load_policy
-    from calibrl.models.tiny import count_parameters
-
-    config = json.loads((model_dir / "config.json").read_text())
-    model, _ = load_policy(str(model_dir))
-    return (f"model: {config['model_type']} with {count_parameters(model) / 1e6:.2f}M parameters "
-            f"(hidden {config['hidden_size']}, {config['num_hidden_layers']} layers, "
-            f"{config['num_attention_heads']} heads, vocabulary {config['vocab_size']}), "
-            f"in {model_dir}")
-
-
-def stage_eval(settings: DemoSettings, model_dir: Path, name: str) -> dict[str, Any]:
-    from calibrl.evaluation.run import evaluate
-
-    out = Path(settings.out_dir)
-    # The demo decided at its start whether it may replace what its folder holds.
-    return evaluate(model_dir, out / "data/test.parquet", out / name, settings.eval, name=name,
-                    overwrite=True)
-
-
-def stage_rl(settings: DemoSettings, model_dir: Path) -> Path:
-    """Two-turn RLCR from the warmed-up model; returns the final model directory."""
-    from calibrl.evaluation.during_training import held_out_evaluator
-    from calibrl.training.trainer import Trainer
-
-    out = Path(settings.out_dir)
-    config = updated(settings.rl, {"model.path": str(model_dir),
-                                   "data.train_path": str(out / "data/rl.parquet"),
-                                   "logging.output_dir": str(out), "logging.run_name": "rl",
-                                   "checkpoint.overwrite": True})
-    evaluator = held_out_evaluator(config) if config.data.eval_path else None
-    return Trainer(config, evaluator=evaluator).train()
-
-
 def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
     """Faithfulness probe of the model's own greedy chains on a few test problems."""
     from calibrl.models.loading import load_policy
@@ -220,27 +175,24 @@ def stage_probe(settings: DemoSettings, model_dir: Path) -> dict[str, Any]:
                      config, out / "probe", trace_engine=engine, overwrite=True)
 
 
-def results_text(before: dict[str, Any], after: dict[str, Any],
-                 calibrated: dict[str, Any] | None = None) -> str:
-    """The stages' table, overall and per difficulty, against the difficulty table and the
-    answer likelihood, and how precise each metric is (a bootstrap over the test problems), as
-    the console shows it."""
-    from calibrl.demo.report import stage_rows
-    from calibrl.evaluation.compare import tables_text
-
-    return tables_text(stage_rows(before, after, calibrated))
+def countdown_intro(settings: DemoSettings, count: Any) -> str:
+    """The report's opening line: the problems and the evaluation."""
+    data = settings.data
+    return (f"Tiny Countdown model, {data.numbers[0]}–{data.numbers[1]} numbers in "
+            f"1..{data.max_number}; evaluation on {count} answers ({settings.eval.samples} per "
+            f"held-out problem, temperature {settings.eval.temperature}).\n")
 
 
 # What a demo leaves in its folder (module docstring): one of them there means a demo ran.
-DEMO_ENTRIES = ("data", "sft", "eval-before", "calibrate", "eval-calibrated", "rl",
-                "eval-after", "probe", "report.md", "timings.json")
+DEMO_ENTRIES = ("data", "eval-zero-shot", "sft", "eval-before", "calibrate", "eval-calibrated",
+                "rl", "eval-after", HELD_OUT_EVAL, "probe", "report.md", "timings.json")
 
 
 def run_demo(settings: DemoSettings | FactsDemoSettings, *, overwrite: bool = False) -> Path:
     """Run every stage, print progress and timings, write the report; returns its path. The
     facts demo has its own data stage and no probe. A folder that holds a demo is replaced
     only with `overwrite` (every stage then replaces its own output)."""
-    from calibrl.demo.report import write_report
+    from calibrl.demo.report import stage_rows
 
     console = Console()
     out = Path(settings.out_dir)
@@ -261,6 +213,10 @@ def run_demo(settings: DemoSettings | FactsDemoSettings, *, overwrite: bool = Fa
         console.print(f"{name}: {timings[name]:.0f} s")
         return value
 
+    if isinstance(settings, RealDemoSettings):
+        results = run_real_demo(settings, timed, console)
+        return _finish(out, console, timings, real_stage_rows(results), list(results),
+                       real_intro(settings, results), REAL_HEADING)
     facts = isinstance(settings, FactsDemoSettings)
     data_stage = stage_facts_data if facts else stage_data_and_rewards
     timed("data", lambda: data_stage(settings, console))
@@ -276,11 +232,26 @@ def run_demo(settings: DemoSettings | FactsDemoSettings, *, overwrite: bool = Fa
     after = timed("evaluation after RL", lambda: stage_eval(settings, rl_model, "eval-after"))
     probe = None if facts else timed("faithfulness probe",
                                      lambda: stage_probe(settings, sft_model))
+    intro = (facts_intro if facts else countdown_intro)(settings, before.get("count"))
+    stages = ["eval-before", "eval-calibrated", "eval-after"] if calibrated else [
+        "eval-before", "eval-after"]
+    heading = ("Answer warm-up, confidence warm-up, RL" if calibrated
+               else "Before and after RL")
+    return _finish(out, console, timings, stage_rows(before, after, calibrated), stages, intro,
+                   heading, probe)
+
+
+def _finish(out: Path, console: Console, timings: dict[str, float], rows: list[dict],
+            stages: list[str], intro: str, heading: str, probe: dict[str, Any] | None = None
+            ) -> Path:
+    """Print the stages' tables, write the report and the timings; returns the report path."""
+    from calibrl.demo.report import write_report
+    from calibrl.evaluation.compare import tables_text
+
     console.rule("[bold]results")
-    console.print(results_text(before, after, calibrated), markup=False, soft_wrap=True)
-    intro = facts_intro(settings, before.get("count")) if facts else None
-    report = write_report(out, before=before, after=after, calibrated=calibrated,
-                          timings=timings, probe=probe, settings=settings, intro=intro)
+    console.print(tables_text(rows), markup=False, soft_wrap=True)
+    report = write_report(out, rows=rows, eval_dirs=[out / name for name in stages],
+                          timings=timings, probe=probe, intro=intro, heading=heading)
     atomic_write_text(out / "timings.json", json.dumps(timings, indent=2) + "\n")
     console.print(f"total {sum(timings.values()) / 60:.1f} min; report: {report.resolve()}")
     return report

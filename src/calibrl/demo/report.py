@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,24 +92,13 @@ def stage_rows(before: Mapping[str, Any], after: Mapping[str, Any],
             for key, metrics in stages.items() if metrics is not None]
 
 
-def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str, Any],
-                 timings: Mapping[str, float], probe: Mapping[str, Any] | None,
-                 settings: Any, intro: str | None = None,
-                 calibrated: Mapping[str, Any] | None = None) -> Path:
-    """Write `out_dir/report.md` with its PNG figures; returns the report path. `intro`
-    replaces the opening line about Countdown (the facts demo's); `calibrated`: the evaluation
-    after the confidence warm-up, when the recipe has one."""
-    rows = stage_rows(before, after, calibrated)
-    parts = [
-        "# calibrl demo report\n",
-        intro or (f"Tiny Countdown model, {settings.data.numbers[0]}–{settings.data.numbers[1]} "
-                  f"numbers in 1..{settings.data.max_number}; evaluation on "
-                  f"{before.get('count')} answers ({settings.eval.samples} per held-out "
-                  f"problem, temperature {settings.eval.temperature}).\n"),
-        "## Before and after RL\n" if calibrated is None else
-        "## Answer warm-up, confidence warm-up, RL\n",
-        metrics_table(rows),
-    ]
+def write_report(out_dir: Path, *, rows: Sequence[Mapping[str, Any]],
+                 eval_dirs: Sequence[Path], timings: Mapping[str, float],
+                 probe: Mapping[str, Any] | None, intro: str, heading: str) -> Path:
+    """Write `out_dir/report.md` with its PNG figures; returns the report path. `rows`: the
+    stages' evaluations as table rows (`stage_rows`), in the order of their folders
+    `eval_dirs`; `intro` the opening line, `heading` the stage table's."""
+    parts = ["# calibrl demo report\n", intro, f"## {heading}\n", metrics_table(rows)]
     by_group = group_table(rows)
     if by_group is not None:
         parts += ["\n### Per difficulty\n", by_group]
@@ -123,8 +112,7 @@ def write_report(out_dir: Path, *, before: Mapping[str, Any], after: Mapping[str
     intervals = interval_table(rows)
     if intervals is not None:
         parts += ["\n### How precise these numbers are\n", intervals]
-    evals = [out_dir / "eval-before"] + ([out_dir / "eval-calibrated"] if calibrated else []) + [
-        out_dir / "eval-after"]
+    evals = list(eval_dirs)
     reliability = plot_compare(evals, out_dir / "reliability_before_after.png")
     if reliability is not None:
         parts += ["\n![reliability](reliability_before_after.png)\n"]

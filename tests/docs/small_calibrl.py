@@ -45,6 +45,9 @@ SMALL_DEMO_DATA = {
 DATA_CAPS = {"--n": 300, "--test-size": 30}
 SETTINGS_COMMANDS = ("train", "sft", "calibrate", "eval", "probe", "demo")
 DEMO_RECIPE = "configs/demo.yaml"
+# The recipes `SMALL_DEMO_DATA` knows, checked by the fast docs tests.
+ROOT_RECIPES = [Path(__file__).resolve().parents[2] / "configs" / name
+                for name in ("demo.yaml", "demo_facts.yaml")]
 
 
 def _option(args: list[str], name: str) -> str | None:
@@ -77,6 +80,8 @@ def scaled(args: list[str]) -> list[str]:
     extra = list(SMALL.get(command, []))
     if command == "demo":
         recipe = yaml.safe_load(Path(_option(args, "--config") or DEMO_RECIPE).read_text())
+        # a recipe without a stage (the facts demo has no probe) takes none of its settings
+        extra = [item for item in extra if item.split(".", 1)[0] in recipe]
         for key, values in SMALL_DEMO_DATA.items():
             if key in (recipe.get("data") or {}):
                 extra += values
@@ -109,18 +114,19 @@ def _check_calibrl(args: list[str]) -> str | None:
                 return err.getvalue().strip() or f"exit code {stop.code}"
         return None
     cli._register()
-    command = typer.main.get_command(cli.app)
-    words, parent = list(args), None
+    command, words, path = typer.main.get_command(cli.app), list(args), ["calibrl"]
+    # calibrl's groups take no options of their own: a word names the subcommand
+    while hasattr(command, "commands") and words and words[0] in command.commands:
+        path.append(words[0])
+        command = command.commands[words.pop(0)]
+    if hasattr(command, "commands"):
+        return f"no such command: {' '.join([*path, *words[:1]])}"
     try:
-        while True:
-            ctx = command.make_context("calibrl", words, parent=parent, resilient_parsing=False)
-            if not hasattr(command, "commands") or not ctx.protected_args + ctx.args:
-                return None
-            rest = [*ctx.protected_args, *ctx.args]
-            name, command, words = command.resolve_command(ctx, rest)
-            parent = ctx
+        command.make_context(" ".join(path), words)
     except Exception as err:  # click's usage errors, as a user would see them
-        return f"{type(err).__name__}: {getattr(err, 'message', err)}"
+        text = err.format_message() if hasattr(err, "format_message") else str(err)
+        return f"{type(err).__name__}: {text}"
+    return None
 
 
 def dry(name: str, args: list[str]) -> int:

@@ -10,8 +10,9 @@ key and an unknown option in turn):
   `calibrl` on PATH through `small_calibrl.py`: every calibrl command runs its real code at the
   documented small settings there (a step or two, a few rows; `SMALL` and `DATA_CAPS`), and
   `accelerate launch` / `torchrun` start it the same way. The doc's text is not changed.
-- One copy serves every doc, in the order a reader goes: docs/usage.md first (its pipeline
-  writes the data and models the other pages use), then README.md and the other pages.
+- Each page starts from a fresh copy, as a reader who opens it on a fresh clone; a page that
+  goes on from another's results (`AFTER`: docs/distributed.md trains from the models
+  docs/usage.md's pipeline wrote) starts from a copy of that page's finished one.
 - A block marked `<!--pytest.mark.skip(reason="...")-->` (a GPU, the network, a download, a
   run of many minutes) is not run but checked: in a subshell whose PATH holds only the shims,
   each calibrl command is parsed and its settings loaded (`--print-config`), `make TARGET` is
@@ -34,8 +35,9 @@ from docs.blocks import ROOT, doc_paths, name, shell_blocks
 pytestmark = pytest.mark.slow
 
 SMALL_CALIBRL = Path(__file__).with_name("small_calibrl.py")
-FIRST = ROOT / "docs/usage.md"
-DOCS = [FIRST, *(d for d in doc_paths() if d != FIRST)]
+# page -> the page whose finished copy it starts from (run before it)
+AFTER = {ROOT / "docs/distributed.md": ROOT / "docs/usage.md"}
+DOCS = sorted(doc_paths(), key=lambda d: d in AFTER)
 TIMEOUT_S = 1400  # a doc; under its pytest timeout below (a busy machine is slow)
 # Shims: what each name does when a block runs (real) and when it is only checked (dry). make
 # and pip would install into the venv the tests run in: a block that uses them must be marked.
@@ -75,6 +77,7 @@ def _copy_checkout(dest: Path) -> None:
 def _write_shims(bin_dir: Path, venv_bin: Path) -> None:
     bin_dir.mkdir(parents=True)
     py, small = shlex.quote(sys.executable), shlex.quote(str(SMALL_CALIBRL))
+    bash = shutil.which("bash")  # by path: a dry block's PATH holds only these shims
     for shim, real in SHIMS.items():
         if real == "run":
             run = f'exec {py} {small} run "$@"'
@@ -86,7 +89,7 @@ def _write_shims(bin_dir: Path, venv_bin: Path) -> None:
         else:
             run = f'PATH="$DOCS_REAL_PATH" exec {shim} "$@"'
         (bin_dir / shim).write_text(
-            f'#!/usr/bin/env bash\nif [ -n "$DOCS_DRY" ]; then exec {py} {small} dry '
+            f'#!{bash}\nif [ -n "$DOCS_DRY" ]; then exec {py} {small} dry '
             f'{shim} "$@"; fi\n{run}\n')
         (bin_dir / shim).chmod(0o755)
     venv_bin.mkdir(parents=True)
@@ -95,13 +98,28 @@ def _write_shims(bin_dir: Path, venv_bin: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> Path:
+def checkout(tmp_path_factory) -> Path:
+    """A copy of the checkout with the shims, to copy again for each page."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout to copy")
     ws = tmp_path_factory.mktemp("docs") / "calibrl"
     ws.mkdir()
     _copy_checkout(ws)
     _write_shims(ws / ".docs-bin", ws / ".venv/bin")
+    return ws
+
+
+FINISHED: dict[Path, Path] = {}  # page -> its copy after all its blocks ran
+
+
+def _workspace(doc: Path, checkout: Path) -> Path:
+    start = checkout
+    if doc in AFTER:
+        if AFTER[doc] not in FINISHED:
+            pytest.skip(f"goes on from {name(AFTER[doc])}, which did not finish")
+        start = FINISHED[AFTER[doc]]
+    ws = checkout.parent / doc.stem
+    shutil.copytree(start, ws, symlinks=True)
     return ws
 
 
@@ -112,7 +130,8 @@ def _script(doc: Path) -> str:
         if block.skip_reason is None:
             lines += ["set -x", block.code, "{ set +x; } 2>/dev/null"]
         else:
-            lines += [f"echo 'not run ({block.skip_reason}); checked:' >&2",
+            note = shlex.quote(f"not run ({block.skip_reason}); checked:")
+            lines += [f"echo {note} >&2",
                       "(", "export DOCS_DRY=1 PATH=\"$PWD/.docs-bin\"", "set +eo pipefail",
                       "shopt -s extdebug", "trap _docs_path_command DEBUG",
                       block.code, ")",
@@ -121,15 +140,13 @@ def _script(doc: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.timeout(TIMEOUT_S + 100)
-@pytest.mark.parametrize("doc", DOCS, ids=name)
-def test_doc_shell_blocks_run_in_order(doc, workspace):
-    if not shell_blocks(doc):
-        pytest.skip("no shell blocks")
+def _run(doc: Path, workspace: Path) -> tuple[int, str]:
+    """(exit code, output) of `doc`'s shell blocks run in order in `workspace`."""
     script = workspace / f".docs-{doc.stem}.sh"
     script.write_text(_script(doc))
     syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
-    assert syntax.returncode == 0, f"{name(doc)}: not valid bash: {syntax.stderr}"
+    if syntax.returncode:
+        return syntax.returncode, f"{name(doc)}: not valid bash: {syntax.stderr}"
     real_path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "PATH": f"{workspace / '.docs-bin'}{os.pathsep}{real_path}",
            "DOCS_REAL_PATH": real_path, "DOCS_PY": sys.executable,
@@ -143,5 +160,32 @@ def test_doc_shell_blocks_run_in_order(doc, workspace):
         done = subprocess.run(["bash", str(script)], cwd=workspace, env=env, stdout=log,
                               stderr=subprocess.STDOUT, timeout=TIMEOUT_S,
                               stdin=subprocess.DEVNULL)
-    output = log_path.read_text()
-    assert done.returncode == 0, f"{name(doc)} failed; its last output:\n{output[-6000:]}"
+    return done.returncode, log_path.read_text()
+
+
+@pytest.mark.timeout(TIMEOUT_S + 100)
+@pytest.mark.parametrize("doc", DOCS, ids=name)
+def test_doc_shell_blocks_run_in_order(doc, checkout):
+    if not shell_blocks(doc):
+        pytest.skip("no shell blocks")
+    ws = _workspace(doc, checkout)
+    code, output = _run(doc, ws)
+    assert code == 0, f"{name(doc)} failed; its last output:\n{output[-6000:]}"
+    FINISHED[doc] = ws
+
+
+@pytest.mark.parametrize("block, expected", [
+    ("calibrl eval --model m --data d.parquet --out o --no-such-option 1", "no-such-option"),
+    ("calibrl eval --config configs/no-such.yaml", "no-such.yaml"),
+    ("calibrl train --config configs/cpu_tiny.yaml optim.lrr=1", "optim.lrr"),
+    ("calibrl data countdown --n 10 --out d --no-such-option", "no-such-option"),
+    ("make no-such-target", "no-such-target"),
+    ("scripts/no-such-script.sh", "no-such-script.sh"),
+])
+def test_a_skipped_block_still_fails_on_a_renamed_option_key_or_file(block, expected,
+                                                                     checkout):
+    page = checkout / "docs-check" / "page.md"
+    page.parent.mkdir(exist_ok=True)
+    page.write_text(f'<!--pytest.mark.skip(reason="checked, not run")-->\n```bash\n{block}\n```\n')
+    code, output = _run(page, checkout)
+    assert code != 0 and expected in output.split("checked and failed:")[-1], output

@@ -79,9 +79,14 @@ def shared_field(model: type[BaseModel], name: str) -> FieldInfo:
     return FieldInfo.merge_field_infos(model.model_fields[name])
 
 
-def unknown_key_message(key: str, model: type[BaseModel]) -> str:
+def _closest(key: str, model: type[BaseModel]) -> str | None:
     close = difflib.get_close_matches(key, list(leaf_fields(model)), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return close[0] if close else None
+
+
+def unknown_key_message(key: str, model: type[BaseModel]) -> str:
+    close = _closest(key, model)
+    hint = f" (did you mean '{close}'?)" if close else ""
     return f"unknown config key '{key}'{hint}"
 
 
@@ -94,12 +99,14 @@ def describe_problem(first: Any, model: type[BaseModel]) -> str:
     """One problem of a validation error (an entry of `err.errors()`) as one line."""
     where = ".".join(str(p) for p in first["loc"])
     if first["type"] == "extra_forbidden":
-        # An unknown section given keys (`eval.reanswers_shown=3` where there is no `eval`):
-        # name the whole dotted key, whose closest known key is the useful hint.
-        value = first.get("input")
+        # An unknown section given keys (`eval.reanswers_shown=3` where there is no `eval`)
+        # close to no known key: the whole dotted key may be (`reanswers_shown`).
+        value, whole = first.get("input"), where
         while isinstance(value, dict) and len(value) == 1:
             inner, value = next(iter(value.items()))
-            where = f"{where}.{inner}"
+            whole = f"{whole}.{inner}"
+        if not _closest(where, model) and _closest(whole, model):
+            where = whole
         return unknown_key_message(where, model)
     if first["type"] == "missing":
         return f"missing setting '{where}'"

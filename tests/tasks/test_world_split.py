@@ -216,8 +216,8 @@ def test_city_facts_leave_out_ambiguous_names_and_names_of_their_country():
     facts = city_facts([FRANCE, JAPAN], CITIES, min_population=500_000, per_country=2)
     assert [f.question for f in facts] == ["In which country is the city of Tokyo?",
                                            "In which country is the city of Osaka?",
+                                           "In which country is the city of Paris?"]
     assert facts[0].answers == ("Japan", "Nippon")  # not its ISO code "JP"
-    assert facts[0].answers == ("Japan", "JP", "Nippon")
     assert facts[0].entities == ("city:1", "country:JP") and facts[0].tier == "large"
     mexico = Country("MX", "Mexico", (), ("Mexico City",), 126_000_000, "North America", None,
                      "MXN", "Peso", "Mexican")

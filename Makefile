@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# `make demo` is run again to reproduce it: it replaces its own outputs/demo (calibrl demo alone
+# refuses a folder that holds a demo).
 demo: $(STAMP)
-	$(VENV)/bin/calibrl demo --config configs/demo.yaml
+	$(VENV)/bin/calibrl demo --config configs/demo.yaml --overwrite
 
 test: $(STAMP)
 	$(PY) -m pytest -q

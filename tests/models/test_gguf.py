@@ -135,7 +135,7 @@ def test_a_non_empty_folder_is_kept_unless_overwrite(tiny_gguf, tmp_path):
 @pytest.mark.parametrize("case", ["missing", "folder", "text", "truncated", "no tensors"])
 def test_a_bad_gguf_file_is_one_line(case, tiny_gguf, tmp_path):
     bad = tmp_path / "bad.gguf"
-    expected = {"missing": "GGUF file not found", "folder": "is not a file",
+    expected = {"missing": "no such file", "folder": "is not a file",
                 "text": "is not a GGUF file", "truncated": "cannot convert",
                 "no tensors": "cannot convert"}[case]
     if case == "folder":

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from calibrl.errors import UserError
+from calibrl.errors import UserError, missing_file
 from calibrl.utils.atomic import atomic_dir
 from calibrl.utils.files import check_output_dir
 
@@ -59,7 +59,7 @@ def check_gguf_file(path: str | Path) -> Path:
     """`path` if it is a readable GGUF file (by its first four bytes), else `UserError`."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise UserError(f"GGUF file not found: {path}")
+        raise missing_file(path)
     if not path.is_file():
         raise UserError(f"{path} is not a file (expected a .gguf file)")
     try:

@@ -30,6 +30,19 @@ def smollm2_dir(tmp_path_factory) -> Path:
     return convert_gguf(tmp_path_factory.mktemp("smollm2") / "model").path
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One thread for the model: on two cores shared with other jobs, decoding with two threads
+    was 4 to 8 times slower than with one (the threads wait on each other). Module scope, so it
+    is set before a module's own fixtures generate anything."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def smollm2(smollm2_dir):
     """`(model, tokenizer)`, float32, in eval mode; shared by the session, so never changed."""

@@ -5,18 +5,9 @@ import json
 import pytest
 
 from calibrl.cli.data_cmd import parse_range
-from calibrl.cli.main import main
 from calibrl.errors import UserError
 from calibrl.tasks.files import load_examples
-
-
-def run(argv):
-    """Exit code of `calibrl <argv>` (0 when it returns normally)."""
-    try:
-        main(argv)
-    except SystemExit as ex:
-        return ex.code
-    return 0
+from cli_exit import run
 
 
 def test_generate_writes_both_splits(tmp_path, capsys):

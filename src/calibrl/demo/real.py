@@ -85,22 +85,15 @@ def stage_world_data(settings: RealDemoSettings, console: Console) -> dict[str, 
     """Write the splits and the training split's format questions and RL prompts; print the
     counts per type and group."""
     from calibrl.tasks.files import write_splits
-    from calibrl.tasks.short_answer.world_facts import read_world_facts
-    from calibrl.tasks.short_answer.world_split import (
-        count_table,
-        split_world_facts,
-        world_examples,
-    )
+    from calibrl.tasks.short_answer.world_split import world_splits
     from calibrl.tasks.short_answer.world_types import parse_types
 
     data = settings.data
-    facts = read_world_facts(parse_types(data.types), min_city_population=data.min_city_population,
-                             cities_per_country=data.cities_per_country)
-    splits = split_world_facts(facts, seed=settings.seed, test_fraction=data.test_fraction,
-                               hold_out=parse_types(data.hold_out_type) if data.hold_out_type
-                               else ())
-    console.print(count_table(splits), markup=False)
-    rows = {name: world_examples(split, name, "instruct") for name, split in splits.items()}
+    rows, table = world_splits(parse_types(data.types), data.hold_out_type, seed=settings.seed,
+                               test_fraction=data.test_fraction,
+                               min_city_population=data.min_city_population,
+                               cities_per_country=data.cities_per_country)
+    console.print(table, markup=False)
     train = list(rows["train"])
     random.Random(settings.seed).shuffle(train)
     rows["format"] = train[:data.format_prompts]

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
 from calibrl.tasks.short_answer.data import short_answer_example
+from calibrl.tasks.short_answer.world_facts import read_world_facts
 from calibrl.tasks.short_answer.world_types import (
     DEFAULT_TEST_FRACTION,
     FACT_TYPES,
@@ -93,6 +94,17 @@ def world_examples(facts: Sequence[WorldFact], split: str, style: str) -> list[T
         examples.append(dataclasses.replace(example, extra={
             **example.extra, "fact_type": fact.fact_type, "entities": list(fact.entities)}))
     return examples
+
+
+def world_splits(types: Sequence[str], hold_out: Sequence[str] = (), *, seed: int = 0,
+                 test_fraction: float = DEFAULT_TEST_FRACTION, style: str = "instruct",
+                 **options: int) -> tuple[dict[str, list[TaskExample]], str]:
+    """The world's facts of `types` (read with `options`, see `read_world_facts`), split
+    (`split_world_facts`) and made examples of `style`; with the splits' `count_table`."""
+    splits = split_world_facts(read_world_facts(types, **options), seed=seed,
+                               test_fraction=test_fraction, hold_out=hold_out)
+    examples = {name: world_examples(rows, name, style) for name, rows in splits.items()}
+    return examples, count_table(splits)
 
 
 def count_table(splits: dict[str, Sequence[WorldFact]]) -> str:

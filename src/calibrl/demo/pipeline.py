@@ -188,11 +188,12 @@ DEMO_ENTRIES = ("data", "eval-zero-shot", "sft", "eval-before", "calibrate", "ev
                 "rl", "eval-after", HELD_OUT_EVAL, "probe", "report.md", "timings.json")
 
 
-def run_demo(settings: DemoSettings | FactsDemoSettings, *, overwrite: bool = False) -> Path:
+def run_demo(settings: DemoSettings | FactsDemoSettings | RealDemoSettings, *,
+             overwrite: bool = False) -> Path:
     """Run every stage, print progress and timings, write the report; returns its path. The
     facts demo has its own data stage and no probe. A folder that holds a demo is replaced
     only with `overwrite` (every stage then replaces its own output)."""
-    from calibrl.demo.report import stage_rows
+    from calibrl.demo.report import STAGE_NAMES, stage_rows
 
     console = Console()
     out = Path(settings.out_dir)
@@ -237,8 +238,9 @@ def run_demo(settings: DemoSettings | FactsDemoSettings, *, overwrite: bool = Fa
         "eval-before", "eval-after"]
     heading = ("Answer warm-up, confidence warm-up, RL" if calibrated
                else "Before and after RL")
-    return _finish(out, console, timings, stage_rows(before, after, calibrated), stages, intro,
-                   heading, probe)
+    rows = stage_rows({STAGE_NAMES["before"]: before, STAGE_NAMES["calibrated"]: calibrated,
+                       STAGE_NAMES["after"]: after})
+    return _finish(out, console, timings, rows, stages, intro, heading, probe)
 
 
 def _finish(out: Path, console: Console, timings: dict[str, float], rows: list[dict],

@@ -155,11 +155,10 @@ REAL_HEADING = "The model as it comes, format warm-up, confidence warm-up, RL"
 
 
 def real_stage_rows(results: Mapping[str, Mapping[str, Any]]) -> list[dict]:
-    """The evaluations in stage order as rows of the comparison tables."""
-    from calibrl.protocol.modes import TWO_TURN
+    """The evaluations (by folder name) in stage order as rows of the comparison tables."""
+    from calibrl.demo.report import stage_rows
 
-    return [{**metrics, "name": STAGES[key], "mode": TWO_TURN.name}
-            for key, metrics in results.items()]
+    return stage_rows({STAGES[key]: metrics for key, metrics in results.items()})
 
 
 def run_real_demo(settings: RealDemoSettings, timed: Any, console: Console

@@ -84,12 +84,11 @@ STAGE_NAMES = {"before": "before RL (SFT)", "calibrated": "after the confidence 
                "after": "after two-turn RLCR"}
 
 
-def stage_rows(before: Mapping[str, Any], after: Mapping[str, Any],
-               calibrated: Mapping[str, Any] | None = None) -> list[dict]:
-    """The demo's evaluations, in stage order, as rows of `metrics_table` / `group_table`."""
-    stages = {"before": before, "calibrated": calibrated, "after": after}
-    return [{**metrics, "name": STAGE_NAMES[key], "mode": TWO_TURN.name}
-            for key, metrics in stages.items() if metrics is not None]
+def stage_rows(stages: Mapping[str, Mapping[str, Any] | None]) -> list[dict]:
+    """A demo's evaluations by the name its tables show, in stage order (None: a stage the
+    recipe leaves out), as rows of `metrics_table` / `group_table`."""
+    return [{**metrics, "name": name, "mode": TWO_TURN.name}
+            for name, metrics in stages.items() if metrics is not None]
 
 
 def write_report(out_dir: Path, *, rows: Sequence[Mapping[str, Any]],

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from calibrl.errors import UserError, missing_file
+from calibrl.errors import UserError, already_holds, missing_file
 from calibrl.utils.atomic import atomic_dir
 from calibrl.utils.files import check_output_dir
 
@@ -93,7 +93,7 @@ def convert_gguf(out: str | Path, gguf: str | Path | None = None, *, overwrite: 
     out = Path(out)
     check_output_dir(out, "model folder")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise UserError(f"{out} is not empty (pass --overwrite to replace it)")
+        raise already_holds(out, "files", them=True)
     source = packaged_gguf() if gguf is None else check_gguf_file(gguf)
     require_gguf_reader()
     if announce is not None:

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The GPU checks that need no network: the CUDA tests, a CUDA training run in bf16, and a
-# 1-GPU FSDP (v1) run that checkpoints through accelerate's save_state and resumes. For a
-# machine whose Python already has torch, transformers and accelerate; calibrl runs from src/.
-# vLLM is not needed (its tests skip without it; scripts/gpu_tests.sh installs it).
+# The GPU checks that need no network: the CUDA tests, a CUDA training run in bf16, a 1-GPU
+# FSDP (v1) run that checkpoints through accelerate's save_state and resumes, then the GPU speed
+# benchmarks (benchmarks/gpu/README.md) and the 2-rank CPU tests. For a machine whose Python
+# already has torch, transformers and accelerate; calibrl runs from src/. vLLM is not needed
+# (its tests skip without it; scripts/gpu_tests.sh installs it).
 #
 #   scripts/gpu_checks.sh LOG_DIR
+#   GPU_BENCH_SHAPES="0.5b" MULTI_PROCESS=0 scripts/gpu_checks.sh LOG_DIR   # fewer, shorter
 #
-# Logs: LOG_DIR/{env,pytest_gpu,pytest_multi_process,train_cuda,train_fsdp,resume_fsdp}.log
+# Logs: LOG_DIR/{env,pytest_gpu,train_cuda,train_fsdp,resume_fsdp,bench_*,pytest_multi_process}.log;
+# the benchmarks' results go to benchmarks/results/gpu_*.json as usual.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=${1:?give a folder for the logs}
@@ -27,9 +30,8 @@ step() {  # step NAME COMMAND...: run it, log it, remember a failure
 step env "$PY" -c "import torch, transformers, accelerate; print('torch', torch.__version__, \
 'transformers', transformers.__version__, 'accelerate', accelerate.__version__, \
 torch.cuda.get_device_name(0))"
-step pytest_gpu "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider tests/rollout tests/probe
-step pytest_multi_process "$PY" -m pytest -q -m slow -p no:cacheprovider \
-    tests/training/test_multi_process.py
+step pytest_gpu "$PY" -m pytest -q -rs -m gpu -p no:cacheprovider tests/rollout tests/probe \
+    tests/training/test_gpu_scale.py
 
 "$PY" -m calibrl data countdown --out "$WORK/data" --n 2000 --test-size 100 --numbers 2..4 \
     --max-number 30 --prompt-style compact > /dev/null
@@ -46,4 +48,13 @@ step train_fsdp "${FSDP[@]}" logging.run_name=fsdp
 rm -rf "$WORK/runs/fsdp/checkpoint-000006" "$WORK/runs/fsdp/final-model"
 step resume_fsdp "${FSDP[@]}" logging.run_name=fsdp checkpoint.resume=auto
 ls -R "$WORK/runs" > "$LOG/runs_tree.txt" 2>&1
+
+for shape in ${GPU_BENCH_SHAPES-0.5b 1.5b}; do
+    step "bench_generation_$shape" "$PY" benchmarks/gpu/bench_generation.py --shape "$shape"
+    step "bench_train_step_$shape" "$PY" benchmarks/gpu/bench_train_step.py --shape "$shape"
+done
+if [ "${MULTI_PROCESS:-1}" = 1 ]; then
+    step pytest_multi_process "$PY" -m pytest -q -m slow -p no:cacheprovider \
+        tests/training/test_multi_process.py
+fi
 exit $status

@@ -63,3 +63,23 @@ def two_turn_tree(tok) -> RolloutTree:
             )
         )
     return RolloutTree(mode="two_turn", prompts=prompts)
+
+
+# Turn-2 replies a model may sample, each with the text its stated value is read after
+# (`calibrl.algo.stated_value.value_context_ids`): the reply up to its first <confidence>, or
+# all of it with its analysis closed and a line break, then "<confidence>0.".
+HOSTILE_REPLIES = [
+    ("<analysis>ok</analysis>\n<confidence>0.4</confidence>",
+     "<analysis>ok</analysis>\n<confidence>0."),
+    ("<analysis>ok", "<analysis>ok</analysis>\n<confidence>0."),
+    ("", "<confidence>0."),
+    ("<confidence>1.0</confidence>", "<confidence>0."),
+    ("<analysis>a</analysis><confidence><confidence>0.5", "<analysis>a</analysis><confidence>0."),
+    ("<analysis>a<confidence>0.3<analysis>", "<analysis>a<confidence>0."),
+    ("junk café \x00\x7f 12 + 5", "junk café \x00\x7f 12 + 5\n<confidence>0."),
+    ("<analysis>a</analysis>\n", "<analysis>a</analysis>\n<confidence>0."),
+    ("<analysis>x</analysis><analysis>y", "<analysis>x</analysis><analysis>y</analysis>\n"
+                                          "<confidence>0."),
+    ("I am sure. <confidence>high</confidence>", "I am sure. <confidence>0."),
+    ("<confidence", "<confidence\n<confidence>0."),
+]

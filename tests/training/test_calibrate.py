@@ -12,6 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from calibrl.algo.stated_value import value_tokens
 from calibrl.cli.main import _register, app
 from calibrl.errors import UserError
 from calibrl.models import build_tiny_model, build_tokenizer, create_tiny_model
@@ -30,12 +31,7 @@ from calibrl.training.calibrate import (
     run_calibrate,
     train_calibration,
 )
-from calibrl.training.calibrate_data import (
-    GradedAnswer,
-    confidence_row,
-    own_analysis,
-    value_tokens,
-)
+from calibrl.training.calibrate_data import GradedAnswer, confidence_row, own_analysis
 from calibrl.training.sft_batch import IGNORE
 
 SMALL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "max_position_embeddings": 512}

@@ -33,17 +33,16 @@ import torch
 from tqdm.auto import tqdm
 
 from calibrl.algo.confidence_loss import CONFIDENCE_LOSSES, expected_value, value_mass_nll
+from calibrl.algo.stated_value import ValueTokens, value_tokens
 from calibrl.errors import UserError, already_holds, no_rows
 from calibrl.models.adapters import prepare_policy, trainable_parameters
 from calibrl.settings.calibrate import CalibrateSettings
 from calibrl.training.calibrate_data import (
     ConfidenceRow,
     GradedAnswer,
-    ValueTokens,
     answer_row,
     confidence_row,
     sample_graded,
-    value_tokens,
 )
 from calibrl.training.sft import make_accelerator
 from calibrl.training.sft_batch import TokenizedConversation, collate, token_mean_loss

@@ -37,6 +37,7 @@ from calibrl.algo.self_estimates import (
     held_out_binned_targets,
     mapped_targets,
 )
+from calibrl.algo.stated_value import VALUE_PREFIX, ValueTokens
 from calibrl.data.example import TaskExample
 from calibrl.errors import UserError
 from calibrl.protocol.modes import TWO_TURN
@@ -53,39 +54,7 @@ from calibrl.settings.calibrate import CalibrateSection
 from calibrl.tasks import get_task
 from calibrl.training.sft_batch import IGNORE, TokenizedConversation, tokenize_conversation
 
-VALUE_PREFIX = "0."  # the stated value is "0." and one digit: the tenths 0.0 ... 0.9
 _ANALYSIS = re.compile(re.escape(ANALYSIS_OPEN) + r"(.*?)" + re.escape(ANALYSIS_CLOSE), re.S)
-
-
-@dataclass(frozen=True)
-class ValueTokens:
-    """The K token ids that write the stated value after `VALUE_PREFIX`, and their values."""
-
-    ids: tuple[int, ...]
-    values: tuple[float, ...]
-
-    def tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch.tensor(self.ids), torch.tensor(self.values)
-
-
-def value_tokens(tokenizer: Any) -> ValueTokens:
-    """The digits' tokens after `<confidence>0.`; `UserError` if the tokenizer does not write
-    each tenth as that prefix plus exactly one token of its own."""
-    ids = []
-    prefix = tokenizer(CONFIDENCE_OPEN + VALUE_PREFIX, add_special_tokens=False)["input_ids"]
-    closing = tokenizer(CONFIDENCE_CLOSE, add_special_tokens=False)["input_ids"]
-    for digit in range(10):
-        text = f"{CONFIDENCE_OPEN}{VALUE_PREFIX}{digit}{CONFIDENCE_CLOSE}"
-        full = tokenizer(text, add_special_tokens=False)["input_ids"]
-        if (full[:len(prefix)] != prefix
-                or full[len(prefix) + 1:] != closing or len(full) != len(prefix) + 1 + len(closing)):
-            raise UserError(f"the tokenizer does not write {VALUE_PREFIX}{digit} as "
-                            f"'{VALUE_PREFIX}' and one token: the confidence warm-up cannot "
-                            "read its stated value")
-        ids.append(full[len(prefix)])
-    if len(set(ids)) != len(ids):
-        raise UserError("two tenths share a token in this tokenizer")
-    return ValueTokens(tuple(ids), tuple(d / 10 for d in range(10)))
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ def test_write_evaluation_files(two_runs):
     assert load_risk_coverage(rlcr) == (coverage.tolist(), risk.tolist())
     assert "by_group" not in json.loads((rlcr / METRICS_FILE).read_text())
     assert load_metrics(rlcr) == {"name": "rlcr-2turn", "mode": "two_turn",
-                                  **summarize(RLCR_RECORDS)}
+                                  "confidence_reading": "sampled", **summarize(RLCR_RECORDS)}
 
 
 def test_bins_round_trip(tmp_path):
@@ -126,7 +126,7 @@ def test_by_group_in_metrics_json_and_tables(two_runs, tmp_path):
     assert data == saved
     assert list(data["by_group"]) == ["2 numbers", "3 numbers", "10 numbers"]
     assert data["by_group"] == summarize_by_group(GROUPED)
-    new = ("name", "mode", "by_group", "within_group_auroc", "baselines")
+    new = ("name", "mode", "confidence_reading", "by_group", "within_group_auroc", "baselines")
     assert {k: v for k, v in data.items() if k not in new} == summarize(GROUPED)
     # AUROC 1 in "2 numbers", 0 in "3 numbers", undefined in "10 numbers": (2 * 1 + 2 * 0) / 4.
     assert data["within_group_auroc"] == 0.5
@@ -140,7 +140,8 @@ def test_by_group_in_metrics_json_and_tables(two_runs, tmp_path):
     main, groups, _fit, baselines = out.split("\n\n")
     assert len(main.strip().splitlines()) == 4
     assert "| g | difficulty table | 0.9000 | 0.8500 | 0.0000 | n/a | 0.6933 |" in baselines
-    assert "| g | stated confidence |" in baselines
+    assert "| g | stated (sampled) |" in baselines
+    assert "stated_expected" not in data["baselines"]  # the records carry no expected value
     lines = groups.strip().splitlines()
     assert lines[0] == "| run | group | n | accuracy ↑ | ECE ↓ | Brier ↓ | AUROC ↑ | AURC ↓ |"
     assert [line.split(" | ")[1] for line in lines[2:]] == ["2 numbers", "3 numbers",

@@ -13,14 +13,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from calibrl.evaluation.baselines import baseline_metrics
-from calibrl.evaluation.records import NO_GROUP, record_arrays
+from calibrl.evaluation.baselines import baseline_metrics, reading_reference, within_group_auroc
+from calibrl.evaluation.records import EXPECTED, NO_GROUP, SAMPLED, record_arrays
 from calibrl.evaluation.report import METRICS_FILE, load_bins, load_risk_coverage, write_evaluation
 from calibrl.evaluation.result import compute_evaluation
 from calibrl.evaluation.summary import mean_extra_scores, summarize, summarize_by_group
 
 FIELDS = ("correct", "confidence", "format_ok", "answer_len", "conf_len", "group",
-          "answer_likelihood", "extra_scores", "readout")
+          "answer_likelihood", "extra_scores", "readout", "stated_expected",
+          "stated_expected_unavailable")
 
 
 class CountingRecord(Mapping):
@@ -54,7 +55,8 @@ class CountingList(list):
 
 
 def _values(n: int, seed: int = 0) -> list[dict[str, Any]]:
-    """Grouped records with confidences (some unparsable), likelihoods, readouts, extra scores."""
+    """Grouped records with confidences (some unparsable), likelihoods, readouts, expected
+    values, extra scores."""
     rng = np.random.default_rng(seed)
     labels = ["2 numbers", "3 numbers", "10 numbers", None]
     return [dict(correct=bool(rng.random() < 0.5),
@@ -62,6 +64,7 @@ def _values(n: int, seed: int = 0) -> list[dict[str, Any]]:
                  format_ok=bool(rng.random() < 0.9), answer_len=int(rng.integers(1, 50)),
                  conf_len=int(rng.integers(1, 9)), group=labels[i % 4],
                  answer_likelihood=float(rng.random()), readout=float(rng.random()),
+                 stated_expected=float(rng.random() * 0.9), stated_expected_unavailable=None,
                  extra_scores={"token_f1": float(rng.random())} if i % 5 else {})
             for i in range(n)]
 
@@ -105,13 +108,56 @@ def test_the_result_holds_what_the_separate_summaries_compute():
         subset = [v for v in values if (v["group"] or NO_GROUP) == label]
         assert metrics == {**by_group[label], "extra_scores": mean_extra_scores(subset)}
     arrays = record_arrays(values)
-    assert result.baselines == baseline_metrics(
-        arrays.correct, arrays.groups, clusters,
-        [v["answer_likelihood"] for v in values], 5, [v["readout"] for v in values])
+    assert result.baselines == {
+        **baseline_metrics(arrays.correct, arrays.groups, clusters,
+                           [v["answer_likelihood"] for v in values], 5,
+                           [v["readout"] for v in values]),
+        "stated_expected": reading_reference(
+            [v["stated_expected"] for v in values], None, arrays.correct, arrays.groups,
+            EXPECTED, 5)}
     assert result.confidences.shape == result.correct.shape == (200,)
     assert result.unparsable == sum(v["confidence"] is None for v in values)
     assert sum(b.count for b in result.bins) == 200 and result.curve[0][-1] == 1.0
     assert result.bootstrap is None  # no draws asked for
+
+
+def test_the_expected_reading_heads_and_the_sampled_one_stands_beside():
+    values = _values(200, seed=4)
+    result = compute_evaluation(values, name="x", mode="two_turn", with_confidence=True,
+                                reading=EXPECTED)
+    assert result.to_metrics()["confidence_reading"] == EXPECTED
+    assert dict(result.metrics) == summarize(values, reading=EXPECTED)
+    assert result.metrics["mean_confidence"] == pytest.approx(
+        np.mean([v["stated_expected"] for v in values]))
+    # The parse status stays the sampled text's, whichever reading heads.
+    assert result.metrics["unparsable_confidence_rate"] == summarize(values)[
+        "unparsable_confidence_rate"] > 0
+    assert result.confidences.tolist() == [v["stated_expected"] for v in values]
+    sampled, headline_sampled = result.baselines["stated_sampled"], summarize(values)
+    assert sampled["reading"] == "stated (sampled)" and "stated_expected" not in result.baselines
+    for key in ("ece", "brier", "auroc", "aurc", "mean_confidence"):
+        assert sampled[key] == headline_sampled[key]
+    arrays = record_arrays(values)
+    assert sampled["within_group_auroc"] == within_group_auroc(
+        arrays.stated(SAMPLED)[0], arrays.correct, arrays.groups)[0]
+
+
+def test_an_expected_reading_not_available_says_why_and_is_never_a_stand_in():
+    values = [{**v, "stated_expected": None, "stated_expected_unavailable": "no tenths"}
+              for v in _values(40)]
+    result = compute_evaluation(values, name="x", mode="two_turn", with_confidence=True,
+                                reading=EXPECTED)
+    assert result.calibration_unavailable == "no tenths" and result.metrics["ece"] is None
+    assert result.bins == () and result.curve is None
+    beside = compute_evaluation(values, name="x", mode="two_turn",
+                                with_confidence=True).baselines["stated_expected"]
+    assert beside["ece"] is None and beside["calibration_unavailable"] == "no tenths"
+    # One answer without one makes the reading not available: it is not scored as 0.
+    values = _values(40)
+    values[3] = {**values[3], "stated_expected": None}
+    reason = compute_evaluation(values, name="x", mode="two_turn", with_confidence=True,
+                                reading=EXPECTED).calibration_unavailable
+    assert reason == "1 of 40 answers have no expected value"
 
 
 def test_to_metrics_is_what_is_saved_and_a_fresh_copy(tmp_path):

@@ -14,6 +14,10 @@ that visible beside every evaluation:
   temperature, before top-k/top-p). It is never an input to the stated confidence; its AUROC is
   how much the model "knows" about its answer whether or not it says it.
 
+Beside them, the stated confidence read the other way than the headline (`reading_reference`):
+the expected value over the tenths when the headline is the sampled value, or the sampled value
+when it is the expected one (`calibrl.evaluation.stated_value`).
+
 **Within-group AUROC** ranks inside each difficulty group only: the AUROC of each group that has
 right and wrong answers, averaged with weights = the group's number of answers. A table is 0.5
 there by construction; a confidence that knows the answer is above it.
@@ -38,6 +42,8 @@ from calibrl.evaluation.metrics import (
     natural_key,
 )
 from calibrl.evaluation.readout import READOUT_FIT
+from calibrl.evaluation.records import READING_NAMES
+from calibrl.evaluation.summary import UNAVAILABLE
 
 TABLE_FOLDS = 5
 TABLE_FIT = (f"cross-fitted: each answer gets its difficulty group's accuracy on the other "
@@ -139,3 +145,34 @@ def baseline_metrics(correct: Any, groups: Sequence[Any], clusters: Sequence[Any
                           "within_group_auroc": mean, "aurc": aurc(probs, corr),
                           "by_group": per_group}
     return out
+
+
+def reading_key(reading: str) -> str:
+    """The "baselines" key of a reading of the stated confidence: "stated_expected", ..."""
+    return f"stated_{reading}"
+
+
+def reading_reference(scores: Any, unavailable: str | None, correct: Any, groups: Sequence[Any],
+                      reading: str, n_bins: int = DEFAULT_N_BINS) -> dict[str, Any]:
+    """The `reading_key(reading)` block of "baselines": the stated confidence read as `reading`
+    (`RecordArrays.stated`), scored on the answers the headline is scored on.
+
+    Args:
+        scores: (N,) that reading's confidences in [0, 1]. unavailable: why it is not
+            available, or None. correct, groups: (N,) as in `within_group_auroc`.
+
+    Returns {"reading": its table name, "ece", "brier", "auroc", "within_group_auroc", "aurc",
+    "mean_confidence", "by_group": {label: auroc}}; when `unavailable`, the numbers are None,
+    "by_group" is {} and `UNAVAILABLE` says why.
+    """
+    out: dict[str, Any] = {"reading": READING_NAMES[reading]}
+    if unavailable is not None:
+        return {**out, **dict.fromkeys(("ece", "brier", "auroc", "within_group_auroc", "aurc",
+                                        "mean_confidence")), "by_group": {},
+                UNAVAILABLE: unavailable}
+    conf, corr = check_arrays(scores, correct)
+    mean, per_group = within_group_auroc(conf, corr, groups)
+    return {**out, "ece": expected_calibration_error(conf, corr, n_bins),
+            "brier": brier_score(conf, corr), "auroc": auroc(conf, corr),
+            "within_group_auroc": mean, "aurc": aurc(conf, corr),
+            "mean_confidence": float(conf.mean()), "by_group": per_group}

@@ -2,8 +2,9 @@
 
 Reads only the files `calibrl.evaluation.report` writes (`metrics.json`, `bins.json`,
 `risk_coverage.json`). Runs whose metrics.json has "by_group" get a second, per-group table, and
-runs with "baselines" a third: the stated confidence against the difficulty table and the
-answer's likelihood (`calibrl.evaluation.baselines`).
+runs with "baselines" a third: the stated confidence (its headline reading, then the other:
+sampled value and expected value, `calibrl.evaluation.stated_value`) against the difficulty
+table, the readout and the answer's likelihood (`calibrl.evaluation.baselines`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from calibrl.errors import UserError
+from calibrl.evaluation.baselines import reading_key
 from calibrl.evaluation.bootstrap import LEVEL
 from calibrl.evaluation.plots import plot_reliability_overlay, plot_risk_coverage
+from calibrl.evaluation.records import EXPECTED, READING_NAMES, SAMPLED
 from calibrl.evaluation.report import load_bins, load_metrics, load_risk_coverage
 from calibrl.evaluation.summary import UNAVAILABLE
 from calibrl.utils.plotting import check_figure_path
@@ -44,6 +47,9 @@ INTERVAL_COLUMNS = tuple(c for c in COLUMNS if c[0] in ("accuracy", "ece", "brie
 BASELINE_COLUMNS = tuple(c for c in COLUMNS if c[0] in ("ece", "brier", "auroc",
                                                         "within_group_auroc", "aurc"))
 NOT_APPLICABLE = "n/a"
+EXPECTED_NOTE = (f"{READING_NAMES[EXPECTED].capitalize()}: the mean of the model's distribution "
+                 "over the ten tenths where it writes its value, renormalised over them (after "
+                 "its own turn 2 up to <confidence>, then '<confidence>0.')")
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -79,10 +85,14 @@ def _table(labels: Sequence[str], columns: Sequence[tuple[str, str, str]],
 
 
 def _unavailable_notes(rows: Sequence[tuple[str, dict[str, Any]]]) -> str:
-    """One line per (label, metrics) whose calibration is not available, with the reason: an
-    n/a there is no undefined AUROC but too few parsed confidences."""
+    """One line per (label, metrics) whose calibration is not available, with the reason (an
+    n/a there is no undefined AUROC but a reading not available), or whose confidence is the
+    expected value."""
     lines = [f"Calibration not available for {label}: {m[UNAVAILABLE]}.\n"
              for label, m in rows if m.get(UNAVAILABLE)]
+    lines += [f"The confidence of {label} is the {READING_NAMES[EXPECTED]}; the sampled value "
+              "is beside it in the references.\n"
+              for label, m in rows if m.get("confidence_reading") == EXPECTED]
     return "".join(["\n", *lines]) if lines else ""  # a blank line first ends the table
 
 
@@ -126,14 +136,20 @@ def group_table(rows: Sequence[dict[str, Any]]) -> str | None:
 
 
 def baseline_table(rows: Sequence[dict[str, Any]]) -> str | None:
-    """Markdown table: each run's stated confidence, then the difficulty table's and the answer
-    likelihood's scores on the same answers; None when no run has "baselines"."""
-    table_rows = []
+    """Markdown table: each run's stated confidence (its headline reading, then the other),
+    then the difficulty table's, the readout's and the answer likelihood's scores on the same
+    answers; None when no run has "baselines"."""
+    table_rows, beside = [], []
     for r in rows:
         baselines = r.get("baselines")
         if not baselines:
             continue
-        table_rows.append(((r["name"], "stated confidence"), r))
+        table_rows.append(((r["name"], READING_NAMES[r.get("confidence_reading", SAMPLED)]), r))
+        for reading in (SAMPLED, EXPECTED):
+            if baselines.get(reading_key(reading)):
+                beside.append((f"{r['name']}, {READING_NAMES[reading]}",
+                               baselines[reading_key(reading)]))
+                table_rows.append(((r["name"], READING_NAMES[reading]), beside[-1][1]))
         table_rows.append(((r["name"], "difficulty table"), baselines["difficulty_table"]))
         if baselines.get("readout"):
             table_rows.append(((r["name"], "readout of the state (not stated)"),
@@ -148,9 +164,12 @@ def baseline_table(rows: Sequence[dict[str, Any]]) -> str | None:
     readouts = {(r["baselines"].get("readout") or {}).get("fit") for r in rows
                 if r.get("baselines")}
     note += "".join(f"Readout: {fit}.\n" for fit in sorted(f for f in readouts if f))
+    if any(label == READING_NAMES[EXPECTED] for (_, label), _ in table_rows):
+        note += f"{EXPECTED_NOTE}\n"
     return (note + "Answer likelihood: exp(mean token log-prob) of the sampled answer; a "
             "ranking score only, never shown to the model.\n\n"
-            + _table(["run", "confidence"], BASELINE_COLUMNS, table_rows))
+            + _table(["run", "confidence"], BASELINE_COLUMNS, table_rows)
+            + _unavailable_notes(beside))
 
 
 def interval_table(rows: Sequence[dict[str, Any]]) -> str | None:

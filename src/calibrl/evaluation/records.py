@@ -18,10 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from calibrl.evaluation.metrics import UNPARSABLE_CONFIDENCE
+from calibrl.evaluation.metrics import UNPARSABLE_CONFIDENCE, calibration_unavailable
 
 NO_GROUP = "ungrouped"  # the group label of records without one
 REQUIRED = ("correct", "confidence", "format_ok", "answer_len")
+# The two readings of the stated confidence (`eval.confidence_reading`): the value the model
+# sampled, parsed from its text, and the expected value of its distribution over the tenths
+# where it writes the value (`calibrl.evaluation.stated_value`); and how tables name them.
+SAMPLED, EXPECTED = "sampled", "expected"
+READING_NAMES = {SAMPLED: "stated (sampled)", EXPECTED: "stated (expected value)"}
+# A record's reason its `stated_expected` is None (`calibrl.evaluation.stated_value`).
+EXPECTED_UNAVAILABLE = "stated_expected_unavailable"
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,9 @@ class EvalRecord:
             averaged by `mean_extra_scores`; None or {} when the task has none.
         readout: the out-of-fold probe of the model's state at `<confidence>`
             (`calibrl.evaluation.readout`); None when not computed.
+        stated_expected: the expected value of the model's distribution over the tenths where
+            it writes its value (`calibrl.evaluation.stated_value`); None when not available.
+        stated_expected_unavailable: why `stated_expected` is None; None when it is not.
     """
 
     correct: bool
@@ -53,6 +63,8 @@ class EvalRecord:
     answer_likelihood: float | None = None
     extra_scores: Mapping[str, float] | None = None
     readout: float | None = None
+    stated_expected: float | None = None
+    stated_expected_unavailable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,8 +77,9 @@ class RecordArrays:
         correct, format_ok: bool.
         answer_len, conf_len: float; NaN where None.
         groups: str labels, `NO_GROUP` where a record has none; `grouped`: some record has one.
-        likelihood, readout: float; NaN where None.
+        likelihood, readout, expected (`stated_expected`): float; NaN where None.
         extra_scores: {name: (N,) float, NaN where a record lacks that score}, names sorted.
+        expected_unavailable: the first reason a record gives for lacking `stated_expected`.
     """
 
     confidence: np.ndarray
@@ -79,7 +92,9 @@ class RecordArrays:
     grouped: bool
     likelihood: np.ndarray
     readout: np.ndarray
+    expected: np.ndarray
     extra_scores: Mapping[str, np.ndarray] = field(default_factory=dict)
+    expected_unavailable: str | None = None
 
     def __len__(self) -> int:
         return int(self.correct.size)
@@ -90,15 +105,33 @@ class RecordArrays:
             raise ValueError("unparsable_confidence must be within [0, 1]")
         return np.where(self.parsable, self.confidence, unparsable_confidence)
 
+    def stated(self, reading: str, unparsable_confidence: float = UNPARSABLE_CONFIDENCE
+               ) -> tuple[np.ndarray, str | None]:
+        """((N,) the confidences the metrics score under `reading`, why they are not available
+        or None). Sampled: `scored`, not available below `MIN_PARSED_SHARE` parsed; expected:
+        `expected`, not available unless every record has one (a missing one is never scored
+        as a stand-in: it is missing for a reason of the run, not of the answer)."""
+        if reading == SAMPLED:
+            return self.scored(unparsable_confidence), calibration_unavailable(self.parsable)
+        if reading != EXPECTED:
+            raise ValueError(f"unknown confidence reading {reading!r}")
+        missing = np.isnan(self.expected)
+        reason = None
+        if missing.any():
+            reason = self.expected_unavailable or (
+                f"{int(missing.sum())} of {missing.size} answers have no expected value")
+        return np.where(missing, unparsable_confidence, self.expected), reason
+
     def take(self, rows: np.ndarray) -> RecordArrays:
         """The records at `rows` (a bool mask or indices), as arrays of the same kind."""
         pick = {name: getattr(self, name)[rows] for name in _ARRAY_FIELDS}
         return RecordArrays(**pick, grouped=self.grouped,
-                            extra_scores={k: v[rows] for k, v in self.extra_scores.items()})
+                            extra_scores={k: v[rows] for k, v in self.extra_scores.items()},
+                            expected_unavailable=self.expected_unavailable)
 
 
 _ARRAY_FIELDS = ("confidence", "parsable", "correct", "format_ok", "answer_len", "conf_len",
-                 "groups", "likelihood", "readout")
+                 "groups", "likelihood", "readout", "expected")
 
 
 def valid_confidence(value: Any) -> float | None:
@@ -136,7 +169,8 @@ def _read(record: Any, position: int) -> dict[str, Any]:
     correct = values["correct"]
     if not (isinstance(correct, bool | np.bool_) or correct in (0, 1)):
         raise ValueError(f"record {position}: correct must be bool, got {correct!r}")
-    for key in ("conf_len", "group", "answer_likelihood", "extra_scores", "readout"):
+    for key in ("conf_len", "group", "answer_likelihood", "extra_scores", "readout",
+                "stated_expected", EXPECTED_UNAVAILABLE):
         values[key] = get(key, None)
     return values
 
@@ -147,6 +181,7 @@ def record_arrays(records: Iterable[Any]) -> RecordArrays:
     if not rows:
         raise ValueError("no examples to evaluate")
     parsed = [valid_confidence(r["confidence"]) for r in rows]
+    expected = [valid_confidence(r["stated_expected"]) for r in rows]  # in [0, 1] or None
     labels = [r["group"] for r in rows]
     names = sorted({name for r in rows for name in (r["extra_scores"] or {})})
     extras = {name: np.array([_finite((r["extra_scores"] or {}).get(name)) for r in rows])
@@ -164,7 +199,10 @@ def record_arrays(records: Iterable[Any]) -> RecordArrays:
         groups=np.array([NO_GROUP if g is None else str(g) for g in labels], dtype=str),
         grouped=any(g is not None for g in labels),
         likelihood=floats("answer_likelihood"), readout=floats("readout"),
-        extra_scores=extras)
+        expected=np.array([math.nan if e is None else e for e in expected], dtype=np.float64),
+        extra_scores=extras,
+        expected_unavailable=next((str(r[EXPECTED_UNAVAILABLE]) for r in rows
+                                   if r[EXPECTED_UNAVAILABLE]), None))
 
 
 def calibration_arrays(

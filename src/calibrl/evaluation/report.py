@@ -4,13 +4,15 @@ computed `EvaluationResult` (`calibrl.evaluation.result`), read back by the load
     <run_dir>/metrics.json   flat JSON object: `METRIC_KEYS` (numbers, or null where undefined
                              or not applicable) plus "name" and "mode" (strings), and, when the
                              records carry difficulty groups, "by_group": {label: {METRIC_KEYS}}
-                             in natural label order; with groups and confidences also
-                             "within_group_auroc" (number or null) and "baselines" (the
-                             difficulty table, answer likelihood and readout,
-                             `calibrl.evaluation.baselines.baseline_metrics`); "extra_scores"
+                             in natural label order; with confidences "confidence_reading"
+                             (which reading the metrics score: "sampled" or "expected"); with
+                             groups and confidences also "within_group_auroc" (number or null)
+                             and "baselines" (the difficulty table, answer likelihood, readout
+                             and the other reading, "stated_expected" or "stated_sampled",
+                             `calibrl.evaluation.baselines`); "extra_scores"
                              when the task has them, "bootstrap" when drawn
-                             (`EvaluationResult.to_metrics`). When too few confidences
-                             parsed, the stated confidence's metrics are null and
+                             (`EvaluationResult.to_metrics`). When the reading is not
+                             available, the stated confidence's metrics are null and
                              "calibration_unavailable" (here and in a group) says why
                              (`calibrl.evaluation.metrics.calibration_unavailable`). Other
                              keys may be added by callers and are kept.
@@ -49,6 +51,7 @@ from calibrl.evaluation.plots import (
     plot_reliability,
     plot_risk_coverage,
 )
+from calibrl.evaluation.records import EXPECTED, READING_NAMES, SAMPLED
 from calibrl.evaluation.result import EvaluationResult
 from calibrl.evaluation.summary import METRIC_KEYS, UNAVAILABLE
 
@@ -109,9 +112,9 @@ def write_evaluation(run_dir: str | Path, result: EvaluationResult) -> dict[str,
     """
     run_dir = Path(run_dir)
     unavailable = result.calibration_unavailable
-    if result.with_confidence:
-        note = (f"\n{result.unparsable} unparsable scored as "
-                f"{result.unparsable_confidence:g}")
+    if result.with_confidence:  # what the figures' confidence is, when it may not be plain
+        note = (f"\n{READING_NAMES[EXPECTED]}" if result.reading == EXPECTED else
+                f"\n{result.unparsable} unparsable scored as {result.unparsable_confidence:g}")
         plot_confidence_histogram(result.confidences, result.correct, run_dir / HISTOGRAM_PLOT,
                                   n_bins=result.n_bins,
                                   title=f"Confidence by correctness: {result.name}{note}")
@@ -169,6 +172,8 @@ def load_metrics(run_dir: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: 'within_group_auroc' must be a number or null")
     if not isinstance(data.get("baselines", {}), dict):
         raise UserError(f"{path}: 'baselines' must be an object")
+    if data.get("confidence_reading", SAMPLED) not in READING_NAMES:
+        raise UserError(f"{path}: 'confidence_reading' must be one of {', '.join(READING_NAMES)}")
     return data
 
 

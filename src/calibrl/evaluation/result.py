@@ -19,7 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from calibrl.evaluation.baselines import baseline_metrics, within_group_auroc
+from calibrl.evaluation.baselines import (
+    baseline_metrics,
+    reading_key,
+    reading_reference,
+    within_group_auroc,
+)
 from calibrl.evaluation.bootstrap import bootstrap_intervals
 from calibrl.evaluation.metrics import (
     DEFAULT_N_BINS,
@@ -28,7 +33,7 @@ from calibrl.evaluation.metrics import (
     reliability_bins,
     risk_coverage,
 )
-from calibrl.evaluation.records import record_arrays
+from calibrl.evaluation.records import EXPECTED, SAMPLED, RecordArrays, record_arrays
 from calibrl.evaluation.summary import (
     UNAVAILABLE,
     mean_extra_scores,
@@ -43,9 +48,11 @@ class EvaluationResult:
 
     Attributes:
         name, mode: the run's name and mode, as saved.
+        reading: which reading of the stated confidence the headline scores ("sampled" or
+            "expected", `RecordArrays.stated`); the other is in `baselines`.
         with_confidence: the mode states a confidence (else every calibration part is empty).
         calibration_unavailable: why the stated confidence's metrics are not available (too
-            few parsed, `metrics.calibration_unavailable`), or None. When set, the metrics of
+            few parsed, `metrics.calibration_unavailable`; no expected value), or None. When set, the metrics of
             the stated confidence, `within_group_auroc`, their bootstrap intervals, the bins
             and the curve are empty as without confidences; the references stay.
         n_bins, unparsable_confidence: how confidences were binned and unparsable ones scored.
@@ -54,18 +61,22 @@ class EvaluationResult:
             label order; None when no record has a group.
         extra_scores: {name: mean} of the task's extra scores; {} when it has none.
         within_group_auroc: the stated confidence's size-weighted within-group AUROC.
-        baselines: the references (`baseline_metrics`); None unless grouped with confidences,
-            and then `within_group_auroc` is not reported either.
+        baselines: the references (`baseline_metrics`) and the other reading
+            (`reading_reference`, when the records carry expected values or why they lack
+            them); None unless grouped with confidences, and then `within_group_auroc` is not
+            reported either.
         bootstrap: {metric: {"se", "low", "high", "draws"} or None}; None when not drawn.
         bins: the reliability bins; () without confidences (or calibration).
         curve: (coverage, risk, thresholds), each (K,); None without confidences (or
             calibration).
-        confidences: (N,) the scored confidences (unparsable as `unparsable_confidence`);
-            None without confidences. correct: (N,) bool. unparsable: how many did not parse.
+        confidences: (N,) the headline reading's scored confidences (unparsable sampled ones as
+            `unparsable_confidence`); None without confidences. correct: (N,) bool.
+            unparsable: how many sampled confidences did not parse, whichever the reading.
     """
 
     name: str
     mode: str
+    reading: str
     with_confidence: bool
     calibration_unavailable: str | None
     n_bins: int
@@ -85,6 +96,8 @@ class EvaluationResult:
     def to_metrics(self) -> dict[str, Any]:
         """The metrics.json object (`calibrl.evaluation.report`), a fresh copy each call."""
         out: dict[str, Any] = {"name": self.name, "mode": self.mode, **self.metrics}
+        if self.with_confidence:
+            out["confidence_reading"] = self.reading
         if self.by_group is not None:
             out["by_group"] = self.by_group
         if self.extra_scores:
@@ -97,6 +110,12 @@ class EvaluationResult:
         return copy.deepcopy(out)
 
 
+def _expected_recorded(arrays: RecordArrays) -> bool:
+    """Whether the records carry expected values or why they lack them (else the evaluation
+    never read them, as records written before they existed, and the reference is left out)."""
+    return bool(arrays.expected_unavailable) or not np.isnan(arrays.expected).all()
+
+
 def compute_evaluation(
     records: Iterable[Any],
     *,
@@ -107,6 +126,7 @@ def compute_evaluation(
     unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
     clusters: Sequence[Any] | None = None,
     bootstrap: int = 0,
+    reading: str = SAMPLED,
 ) -> EvaluationResult:
     """Everything one evaluation of `records` reports, computed once (module docstring).
 
@@ -119,6 +139,8 @@ def compute_evaluation(
         bootstrap: draws of the bootstrap (0: none). Without confidences only accuracy's
             interval is kept (every confidence reads as unparsable), and so when calibration
             is not available.
+        reading: the reading of the stated confidence the headline scores (`RecordArrays.stated`:
+            "sampled" or "expected"); the other is reported beside it in "baselines".
 
     "by_group" is reported only when some record has a `group`, so runs without difficulty
     labels keep the metrics.json they always had; with confidences "within_group_auroc" and the
@@ -126,8 +148,8 @@ def compute_evaluation(
     """
     arrays = record_arrays(records)  # the one walk over the records
     options = dict(with_confidence=with_confidence, n_bins=n_bins,
-                   unparsable_confidence=unparsable_confidence)
-    conf, correct = arrays.scored(unparsable_confidence), arrays.correct
+                   unparsable_confidence=unparsable_confidence, reading=reading)
+    conf, correct = arrays.stated(reading, unparsable_confidence)[0], arrays.correct
     groups = arrays.groups if arrays.grouped else None
     metrics = summarize(arrays, **options)
     unavailable = metrics.get(UNAVAILABLE)
@@ -141,6 +163,11 @@ def compute_evaluation(
         baselines = baseline_metrics(
             correct, arrays.groups, clusters if clusters is not None else range(len(arrays)),
             arrays.likelihood, n_bins, arrays.readout)
+        other = EXPECTED if reading == SAMPLED else SAMPLED
+        if other == SAMPLED or _expected_recorded(arrays):
+            baselines[reading_key(other)] = reading_reference(
+                *arrays.stated(other, unparsable_confidence), correct, arrays.groups, other,
+                n_bins)
     intervals = None
     if clusters is not None and bootstrap > 0:
         intervals = bootstrap_intervals(conf, correct, clusters, groups=groups, draws=bootstrap,
@@ -148,7 +175,7 @@ def compute_evaluation(
         if not calibrated:
             intervals = {"accuracy": intervals["accuracy"]}
     return EvaluationResult(
-        name=name, mode=mode, with_confidence=with_confidence,
+        name=name, mode=mode, reading=reading, with_confidence=with_confidence,
         calibration_unavailable=unavailable, n_bins=n_bins,
         unparsable_confidence=unparsable_confidence, metrics=metrics,
         by_group=by_group, extra_scores=extras, within_group_auroc=within, baselines=baselines,

@@ -17,12 +17,11 @@ from calibrl.evaluation.metrics import (
     aurc,
     auroc,
     brier_score,
-    calibration_unavailable,
     check_n_bins,
     expected_calibration_error,
     natural_key,
 )
-from calibrl.evaluation.records import RecordArrays, record_arrays
+from calibrl.evaluation.records import SAMPLED, RecordArrays, record_arrays
 
 # The keys of `summarize`, i.e. of every metrics.json.
 METRIC_KEYS = (
@@ -51,6 +50,7 @@ def summarize(
     with_confidence: bool = True,
     n_bins: int = DEFAULT_N_BINS,
     unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
+    reading: str = SAMPLED,
 ) -> dict[str, float | int | str | None]:
     """The flat metrics dict of one evaluation, keys `METRIC_KEYS` (and `UNAVAILABLE`).
 
@@ -61,9 +61,13 @@ def summarize(
             calibration metric, the unparsable rate and `mean_conf_len` are then None.
         n_bins: ECE bins.
         unparsable_confidence: the confidence an unparsable one is scored as (`metrics`).
+        reading: which reading of the stated confidence the calibration metrics score
+            (`RecordArrays.stated`: "sampled" or "expected"); the unparsable rate is always the
+            sampled text's.
 
     Rates are shares in [0, 1]. `auroc` is None when all answers are correct or all wrong.
-    When too few confidences parsed (`metrics.calibration_unavailable`) the metrics of the
+    When the reading is not available (sampled: too few confidences parsed,
+    `metrics.calibration_unavailable`; expected: some answer has none) the metrics of the
     stated confidence (`CONFIDENCE_METRICS`) are None and `UNAVAILABLE` says why; the
     unparsable rate and `mean_conf_len` are still reported.
     Records may carry a `group`; `summarize` ignores it (see `summarize_by_group`).
@@ -72,7 +76,8 @@ def summarize(
     if not len(arrays):
         raise ValueError("no examples to evaluate")
     check_n_bins(n_bins)
-    conf, correct = arrays.scored(unparsable_confidence), arrays.correct
+    conf, reason = arrays.stated(reading, unparsable_confidence)
+    correct = arrays.correct
     out: dict[str, float | int | str | None] = {
         "count": len(arrays),
         "accuracy": float(correct.mean()),
@@ -91,7 +96,6 @@ def summarize(
         return out
     out.update(unparsable_confidence_rate=float(1.0 - arrays.parsable.mean()),
                mean_conf_len=_mean_set(arrays.conf_len))
-    reason = calibration_unavailable(arrays.parsable)
     if reason is not None:
         out[UNAVAILABLE] = reason
         return out
@@ -123,6 +127,7 @@ def summarize_by_group(
     with_confidence: bool = True,
     n_bins: int = DEFAULT_N_BINS,
     unparsable_confidence: float = UNPARSABLE_CONFIDENCE,
+    reading: str = SAMPLED,
 ) -> dict[str, dict[str, float | int | str | None]]:
     """`summarize` of each group's records, keyed by group label in `natural_key` order, with
     the group's "extra_scores" when the task has any (`mean_extra_scores`).
@@ -135,7 +140,7 @@ def summarize_by_group(
     for label, rows in group_rows(arrays).items():
         part = arrays.take(rows)
         out[label] = summarize(part, with_confidence=with_confidence, n_bins=n_bins,
-                               unparsable_confidence=unparsable_confidence)
+                               unparsable_confidence=unparsable_confidence, reading=reading)
         if with_extras:  # the task's own scores (e.g. token F1) per group too
             out[label]["extra_scores"] = mean_extra_scores(part)
     return out

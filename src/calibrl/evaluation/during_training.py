@@ -46,8 +46,9 @@ class HeldOutEvaluator:
 
     def __call__(self, model: Any, tokenizer: Any, examples: Sequence[TaskExample],
                  engine: Any) -> Mapping[str, float]:
+        # The logged metrics read the sampled confidence: no pass for the expected value.
         rows = evaluate_examples(model, tokenizer, examples, self.settings, engine=engine,
-                                 progress=False, **self.prompt)
+                                 progress=False, stated_expected=False, **self.prompt)
         metrics = summarize(rows, with_confidence=self.with_confidence)  # rows are records
         return {key: float(metrics[key]) for key in LOGGED if metrics[key] is not None}
 

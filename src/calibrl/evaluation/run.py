@@ -6,8 +6,10 @@ correct (the task's verifier), the parsed confidence (None when unparsable; the 
 count it as 0 and report the share), whether an answer could be extracted at all
 (`format_ok`, `Task.extract_answer`), the token lengths of both turns, and the problem's
 difficulty `group` (`Task.difficulty`, e.g. "3 numbers"; metrics.json reports each group), the
-answer's likelihood under the model (`calibrl.evaluation.baselines`, a baseline only) and the
-problem's readout `cluster` (`Task.readout_cluster`: the problem, or what the task says belongs
+answer's likelihood under the model (`calibrl.evaluation.baselines`, a baseline only), the
+expected value of the model's distribution over its stated value beside the sampled one
+(`stated_expected`, `calibrl.evaluation.stated_value`; `eval.confidence_reading` says which of
+the two the headline scores) and the problem's readout `cluster` (`Task.readout_cluster`: the problem, or what the task says belongs
 together, e.g. a made-up country's four questions), by which the readout reference and the
 difficulty table are folded and the bootstrap draws.
 The rows are the records the metrics read (`calibrl.evaluation.records`): the evaluation is
@@ -36,6 +38,7 @@ from calibrl.errors import UserError, already_holds, no_rows
 from calibrl.evaluation.readout import last_states, out_of_fold_readout, state_position
 from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.evaluation.result import compute_evaluation
+from calibrl.evaluation.stated_value import stated_expected_fields
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import ModeSpec, get_mode
 from calibrl.rewards import parse_confidence
@@ -98,11 +101,13 @@ def _state_inputs(tokenizer: Any, tree: RolloutTree) -> list[list[int]]:
 
 def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],
                       settings: EvalSection, *, engine: Any = None, progress: bool = True,
-                      max_prompt_tokens: int = 256, chat_template: str = "auto"
-                      ) -> list[dict[str, Any]]:
+                      max_prompt_tokens: int = 256, chat_template: str = "auto",
+                      stated_expected: bool = True) -> list[dict[str, Any]]:
     """Prediction rows (one per answer) for `examples` (prompts rendered as in training:
     `chat_template`, left-truncated to `max_prompt_tokens`). With `settings.readout`, a model
-    and a confidence turn, each row's "readout" is scored out of fold, folds by "cluster"."""
+    and a confidence turn, each row's "readout" is scored out of fold, folds by "cluster".
+    With `stated_expected`, each row has "stated_expected" (or why not,
+    `stated_expected_fields`): one more forward pass over the turn-2 sequences."""
     engine = engine or make_engine("hf", model, tokenizer, decode=settings.decode)
     rollout = RolloutSettings(num_generations_answer=settings.samples,
                               num_generations_confidence=1, temperature=settings.temperature,
@@ -122,7 +127,12 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
         tree = sample_answers(engine, tokenizer, chunk, rollout, settings.mode, seed)
         if tree.spec.has_confidence_turn:
             sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
-        rows += _records(score_tree(tree))
+        chunk_rows = _records(score_tree(tree))
+        if stated_expected:
+            for row, fields in zip(chunk_rows, stated_expected_fields(model, tokenizer, tree),
+                                   strict=True):
+                row.update(fields)
+        rows += chunk_rows
         if settings.readout and model is not None and tree.spec.has_confidence_turn:
             states.append(last_states(model, _state_inputs(tokenizer, tree)))
     if states and rows:
@@ -147,7 +157,8 @@ def _write_run(out: Path, rows: list[dict[str, Any]], settings: EvalSection, nam
         result = compute_evaluation(rows, name=name, mode=settings.mode,
                                     with_confidence=get_mode(settings.mode).states_confidence,
                                     clusters=[row["cluster"] for row in rows],
-                                    bootstrap=settings.bootstrap)
+                                    bootstrap=settings.bootstrap,
+                                    reading=settings.confidence_reading)
         return write_evaluation(tmp, result)
 
 

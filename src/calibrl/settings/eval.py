@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from calibrl.protocol.modes import DEFAULT_MODE
+from calibrl.protocol.modes import DEFAULT_MODE, get_mode
 from calibrl.settings.base import Seed
 from calibrl.settings.sections import (
     REANSWERS_SHOWN_HELP,
@@ -42,6 +42,15 @@ class EvalSection(ConfidenceSampling):
                           "hidden state at <confidence> (what the stated confidence could "
                           "read), beside the difficulty table and the answer likelihood.")
 
+    confidence_reading: Literal["sampled", "expected"] = Field(
+        "sampled", description="Which reading of the stated confidence the metrics, tables "
+        "and figures report; the other is shown beside it with the references. 'sampled': the "
+        "value the model wrote in its sampled confidence (parsed; an unparsable one scores 0). "
+        "'expected': the expected value of its distribution over the ten tenths 0.0-0.9 where "
+        "it writes the value, after its own reply up to <confidence> (or all of it, analysis "
+        "closed) and '<confidence>0.': every answer has one. Needs a mode with a confidence "
+        "turn, and a tokenizer that writes each tenth as '0.' and one token (else not "
+        "available, with the reason).")
     reanswers_shown: int = Field(0, ge=0, description=REANSWERS_SHOWN_HELP)
 
     _known_mode = field_validator("mode")(known_mode)
@@ -52,6 +61,9 @@ class EvalSection(ConfidenceSampling):
             raise ValueError("samples > 1 with temperature 0 repeats one greedy answer; set "
                              "temperature > 0")
         check_reanswers_shown(self.reanswers_shown, self.samples, "samples")
+        if self.confidence_reading == "expected" and not get_mode(self.mode).has_confidence_turn:
+            raise ValueError(f"confidence_reading=expected reads the confidence turn; mode "
+                             f"{self.mode} has none (use two_turn)")
         return self
 
 

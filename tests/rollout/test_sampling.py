@@ -15,7 +15,9 @@ from calibrl.rollout.sampling import (
     filter_top_k_top_p,
     mix32,
     mix32_int,
+    nucleus_drop,
     sample_tokens,
+    sorted_nucleus_drop,
     step_seed,
     uniforms,
 )
@@ -88,6 +90,33 @@ def test_filter_matches_slow_loop(seed, k, p):
     for r in range(3):
         slow = _filter_slow(logits[r].tolist(), k, p)
         assert kept[r].tolist() == slow
+
+
+@settings(max_examples=300)
+@given(seed=st.integers(0, 10**6), scale=st.sampled_from([0.3, 1.0, 3.0, 8.0]),
+       # masses of equal tokens sit exactly on 1/4, 1/3, 1/2, ...: both must round them alike
+       p=st.one_of(st.sampled_from([0.25, 1 / 3, 0.5, 2 / 3, 0.75]), st.floats(0.05, 0.99)),
+       candidates=st.integers(1, 12),
+       ties=st.booleans(), top_k=st.sampled_from([0, 3, 20]))
+def test_nucleus_on_candidates_matches_the_full_sort(seed, scale, p, candidates, ties, top_k):
+    # 40 tokens and up to 12 candidates: both the candidate rows and the fallback rows run.
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(6, 40, generator=g, dtype=torch.float64) * scale
+    if ties:  # few distinct values, so ties straddle the candidates' edge
+        logits = logits.round()
+    if top_k:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -math.inf)
+    fast = nucleus_drop(logits, p, candidates=candidates)
+    assert torch.equal(fast, sorted_nucleus_drop(logits, p))
+
+
+def test_nucleus_of_a_peaked_real_sized_row_needs_no_full_sort():
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(8, 49152, generator=g) * 3  # float32, a real vocabulary
+    logits[:, :5] += 20  # a chat model's few likely tokens
+    assert torch.equal(nucleus_drop(logits, 0.9), sorted_nucleus_drop(logits, 0.9))
+    assert int((~nucleus_drop(logits, 0.9)).sum(-1).max()) <= 5
 
 
 @pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 0, 1.0), (0.7, 4, 1.0), (1.3, 0, 0.8)])

@@ -14,7 +14,7 @@ Shapes: N answers, H hidden units.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,23 +39,29 @@ def state_position(tokenizer: Any, sampled_ids: Sequence[int]) -> int:
     return len(sampled_ids)
 
 
-@torch.no_grad()
-def last_states(model: Any, sequences: Sequence[Sequence[int]], batch_size: int = 64
-                ) -> np.ndarray:
-    """[N, H] the last layer's hidden state at each sequence's last token (right-padded
-    batches, so positions are those of the unpadded sequence)."""
-    device = next(model.parameters()).device
-    out = []
+def right_padded(sequences: Sequence[Sequence[int]], batch_size: int, device: Any
+                 ) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Batches of (ids [B, T], attention mask [B, T], last position [B]): right padding, so
+    each position is that of the unpadded sequence."""
     for start in range(0, len(sequences), batch_size):
         chunk = [list(s) for s in sequences[start:start + batch_size]]
         width = max(len(s) for s in chunk)
         ids = torch.tensor([s + [0] * (width - len(s)) for s in chunk], device=device)
         mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in chunk],
                             device=device)
+        yield ids, mask, torch.tensor([len(s) - 1 for s in chunk], device=device)
+
+
+@torch.no_grad()
+def last_states(model: Any, sequences: Sequence[Sequence[int]], batch_size: int = 64
+                ) -> np.ndarray:
+    """[N, H] the last layer's hidden state at each sequence's last token."""
+    device = next(model.parameters()).device
+    out = []
+    for ids, mask, last in right_padded(sequences, batch_size, device):
         hidden = model(input_ids=ids, attention_mask=mask,
                        output_hidden_states=True).hidden_states[-1]  # [B, T, H]
-        last = torch.tensor([len(s) - 1 for s in chunk], device=device)
-        out.append(hidden[torch.arange(len(chunk), device=device), last].float().cpu())
+        out.append(hidden[torch.arange(len(last), device=device), last].float().cpu())
     return torch.cat(out).numpy() if out else np.zeros((0, 0), dtype=np.float32)
 
 

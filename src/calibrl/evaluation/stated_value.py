@@ -34,6 +34,7 @@ from calibrl.algo.stated_value import (
     value_tokens,
 )
 from calibrl.errors import UserError
+from calibrl.evaluation.readout import right_padded
 from calibrl.evaluation.records import EXPECTED_UNAVAILABLE
 
 NO_TURN = "the mode states no confidence in a turn of its own"
@@ -55,22 +56,16 @@ def expected_at_last(model: Any, sequences: Sequence[Sequence[int]], values: Val
                      batch_size: int = 64) -> tuple[list[float], list[bool]]:
     """(expected value, finite) at each sequence's last token, each N long (`expected_tenths`).
 
-    Right-padded batches, as `readout.last_states`, so every position is that of the unpadded
-    sequence; only the batch's distinct last positions go through the output layer."""
+    Right-padded batches (`readout.right_padded`); only the batch's distinct last positions
+    go through the output layer."""
     device = next(model.parameters()).device
     means: list[float] = []
     finite: list[bool] = []
-    for start in range(0, len(sequences), batch_size):
-        chunk = [list(s) for s in sequences[start:start + batch_size]]
-        width = max(len(s) for s in chunk)
-        ids = torch.tensor([s + [0] * (width - len(s)) for s in chunk], device=device)
-        mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in chunk],
-                            device=device)
-        last = torch.tensor([len(s) - 1 for s in chunk], device=device)  # [B]
+    for ids, mask, last in right_padded(sequences, batch_size, device):
         kept, column = torch.unique(last, return_inverse=True)  # [U], [B] index into kept
         logits = model(input_ids=ids, attention_mask=mask,
                        logits_to_keep=kept).logits  # [B, U, V]
-        at_last = logits[torch.arange(len(chunk), device=device), column]  # [B, V]
+        at_last = logits[torch.arange(len(last), device=device), column]  # [B, V]
         mean, ok = expected_tenths(at_last, values)  # [B], [B]
         means += mean.cpu().tolist()
         finite += ok.cpu().tolist()

@@ -139,12 +139,18 @@ def baseline_metrics(correct: Any, groups: Sequence[Any], clusters: Sequence[Any
     out["readout"] = None
     probs = complete_scores(readouts)
     if probs is not None:
-        mean, per_group = within_group_auroc(probs, corr, groups)
-        out["readout"] = {"fit": READOUT_FIT, "ece": expected_calibration_error(probs, corr, n_bins),
-                          "brier": brier_score(probs, corr), "auroc": auroc(probs, corr),
-                          "within_group_auroc": mean, "aurc": aurc(probs, corr),
-                          "by_group": per_group}
+        out["readout"] = {"fit": READOUT_FIT, **probability_scores(probs, corr, groups, n_bins)}
     return out
+
+
+def probability_scores(probs: np.ndarray, corr: np.ndarray, groups: Sequence[Any],
+                       n_bins: int) -> dict[str, Any]:
+    """{"ece", "brier", "auroc", "within_group_auroc", "aurc", "by_group"} of (N,) confidences
+    in [0, 1] against (N,) bool `corr` (a reference read as a probability)."""
+    mean, per_group = within_group_auroc(probs, corr, groups)
+    return {"ece": expected_calibration_error(probs, corr, n_bins),
+            "brier": brier_score(probs, corr), "auroc": auroc(probs, corr),
+            "within_group_auroc": mean, "aurc": aurc(probs, corr), "by_group": per_group}
 
 
 def reading_key(reading: str) -> str:
@@ -171,8 +177,5 @@ def reading_reference(scores: Any, unavailable: str | None, correct: Any, groups
                                         "mean_confidence")), "by_group": {},
                 UNAVAILABLE: unavailable}
     conf, corr = check_arrays(scores, correct)
-    mean, per_group = within_group_auroc(conf, corr, groups)
-    return {**out, "ece": expected_calibration_error(conf, corr, n_bins),
-            "brier": brier_score(conf, corr), "auroc": auroc(conf, corr),
-            "within_group_auroc": mean, "aurc": aurc(conf, corr),
-            "mean_confidence": float(conf.mean()), "by_group": per_group}
+    return {**out, **probability_scores(conf, corr, groups, n_bins),
+            "mean_confidence": float(conf.mean())}

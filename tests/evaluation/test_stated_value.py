@@ -8,6 +8,7 @@ import json
 import math
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -17,6 +18,7 @@ from calibrl.algo.stated_value import value_tokens
 from calibrl.cli.main import main
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
+from calibrl.evaluation.readout import last_states, state_sequences
 from calibrl.evaluation.records import EXPECTED_UNAVAILABLE
 from calibrl.evaluation.run import evaluate
 from calibrl.evaluation.stated_value import (
@@ -24,6 +26,7 @@ from calibrl.evaluation.stated_value import (
     NO_TURN,
     expected_at_last,
     stated_expected_fields,
+    turn2_reads,
 )
 from calibrl.models import build_tiny_model, build_tokenizer
 from calibrl.rollout.rollouts import encode_messages
@@ -73,10 +76,32 @@ def test_expected_values_match_one_sequence_at_a_time(tiny):
     values = value_tokens(tokenizer)
     tree = _tree(tokenizer, REPLIES)
     sequences = stated_module.value_sequences(tokenizer, tree, values)
-    means, finite = expected_at_last(model, sequences, values, batch_size=3)  # mixed lengths
+    means, finite, _ = expected_at_last(model, sequences, values, batch_size=3)  # mixed lengths
     assert all(finite) and len(means) == len(REPLIES)
     for sequence, mean in zip(sequences, means, strict=True):
         assert mean == pytest.approx(_loop(model, sequence, values), abs=1e-5)
+
+
+def test_one_pass_gives_the_readouts_states_of_their_own_pass(tiny, monkeypatch):
+    """Replies that write `<confidence>` share the value pass; the others (none written, or
+    written in pieces the value pass writes otherwise) get a pass of their own."""
+    model, tokenizer = tiny
+    replies = [*REPLIES, f"<analysis>sure</analysis>{tokenizer.eos_token}"]  # value pass drops EOS
+    tree = _tree(tokenizer, replies)
+    expected_states = last_states(model, state_sequences(tokenizer, tree))  # [N, H]
+    passes = []
+    monkeypatch.setattr(stated_module, "last_states",
+                        lambda m, seqs: passes.append(len(seqs)) or last_states(m, seqs))
+    fields, states = turn2_reads(model, tokenizer, tree, readout=True)
+    assert fields == stated_expected_fields(model, tokenizer, tree)
+    np.testing.assert_allclose(states, expected_states, rtol=1e-4, atol=1e-5)
+    values = value_tokens(tokenizer)
+    own = sum(v[:len(s)] != s for v, s in zip(stated_module.value_sequences(tokenizer, tree, values),
+                                              state_sequences(tokenizer, tree), strict=True))
+    assert 0 < own < len(replies) and passes == [own]  # both kinds are among the replies
+    monkeypatch.undo()
+    none_fields, none_states = turn2_reads(None, tokenizer, tree, readout=False)
+    assert none_states is None and {f[EXPECTED_UNAVAILABLE] for f in none_fields} == {NO_MODEL}
 
 
 def test_every_hostile_reply_gets_a_finite_expected_value(tiny):

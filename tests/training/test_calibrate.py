@@ -26,6 +26,8 @@ from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.tasks.files import write_examples
 from calibrl.training.calibrate import (
     CalibrationRows,
+    confidence_batch,
+    confidence_terms,
     expected_confidences,
     mean_by_grade,
     run_calibrate,
@@ -139,6 +141,19 @@ def test_training_moves_the_stated_value_towards_the_target(tmp_path, grade):
     # A uniform distribution over the tenths scores 0.385 against 1 and 0.285 against 0.
     assert final["score"] < (0.385 if grade else 0.285)
     assert (final["answer_ce"] > 0) == grade
+
+
+def test_expected_confidences_read_what_the_training_pass_reads(tmp_path):
+    tokenizer = build_tokenizer(model_max_length=512)
+    model = build_tiny_model(tokenizer, seed=1, hidden_size=32, num_layers=1, num_heads=2).eval()
+    values = value_tokens(tokenizer)
+    rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples()}, graded_pairs()[:12],
+                           values, config(tmp_path)).confidence
+    pad = tokenizer.pad_token_id
+    with torch.no_grad():
+        full = confidence_terms(model, confidence_batch(rows, pad), values, "expected_brier")
+    kept = expected_confidences(model, rows, values, pad, batch_size=5)  # batches of 5, 5, 2
+    torch.testing.assert_close(torch.tensor(kept), full["expected"], rtol=1e-5, atol=1e-5)
 
 
 def test_train_layers_tunes_only_the_top_blocks(tmp_path):

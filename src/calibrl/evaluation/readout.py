@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from calibrl.algo.rollout_tree import RolloutTree
 from calibrl.algo.self_estimates import FOLDS, cluster_folds
 from calibrl.protocol.tags import CONFIDENCE_OPEN
 
@@ -37,6 +38,18 @@ def state_position(tokenizer: Any, sampled_ids: Sequence[int]) -> int:
         if CONFIDENCE_OPEN in tokenizer.decode(list(sampled_ids[:n])):
             return n
     return len(sampled_ids)
+
+
+def state_sequences(tokenizer: Any, tree: RolloutTree) -> list[list[int]]:
+    """Per answer, in the order of the tree's prompts and answers: its turn-2 context and first
+    confidence sample up to `<confidence>` (`state_position`); the last token's state is read."""
+    sequences = []
+    for prompt in tree.prompts:
+        for answer in prompt.answers:
+            sample = answer.confidences[0]
+            keep = state_position(tokenizer, sample.token_ids)
+            sequences.append(list(sample.context_ids) + list(sample.token_ids[:keep]))
+    return sequences
 
 
 def right_padded(sequences: Sequence[Sequence[int]], batch_size: int, device: Any
@@ -59,8 +72,9 @@ def last_states(model: Any, sequences: Sequence[Sequence[int]], batch_size: int 
     device = next(model.parameters()).device
     out = []
     for ids, mask, last in right_padded(sequences, batch_size, device):
-        hidden = model(input_ids=ids, attention_mask=mask,
-                       output_hidden_states=True).hidden_states[-1]  # [B, T, H]
+        # logits_to_keep=1: the states alone are read, not a [B, T, V] projection.
+        hidden = model(input_ids=ids, attention_mask=mask, output_hidden_states=True,
+                       logits_to_keep=1).hidden_states[-1]  # [B, T, H]
         out.append(hidden[torch.arange(len(last), device=device), last].float().cpu())
     return torch.cat(out).numpy() if out else np.zeros((0, 0), dtype=np.float32)
 

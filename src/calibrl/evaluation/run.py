@@ -35,10 +35,10 @@ from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
 from calibrl.algo.self_estimates import answer_likelihood
 from calibrl.data import TaskExample
 from calibrl.errors import UserError, already_holds, no_rows
-from calibrl.evaluation.readout import last_states, out_of_fold_readout, state_position
+from calibrl.evaluation.readout import last_states, out_of_fold_readout, state_sequences
 from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.evaluation.result import compute_evaluation
-from calibrl.evaluation.stated_value import stated_expected_fields
+from calibrl.evaluation.stated_value import turn2_reads
 from calibrl.protocol.completions import answer_part
 from calibrl.protocol.modes import ModeSpec, get_mode
 from calibrl.rewards import parse_confidence
@@ -87,18 +87,6 @@ def _records(tree: RolloutTree) -> list[dict[str, Any]]:
     return rows
 
 
-def _state_inputs(tokenizer: Any, tree: RolloutTree) -> list[list[int]]:
-    """Per answer, in `_records` order: its turn-2 context and first confidence sample up to
-    `<confidence>` (`readout.state_position`)."""
-    sequences = []
-    for prompt in tree.prompts:
-        for answer in prompt.answers:
-            sample = answer.confidences[0]
-            keep = state_position(tokenizer, sample.token_ids)
-            sequences.append(list(sample.context_ids) + list(sample.token_ids[:keep]))
-    return sequences
-
-
 def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample],
                       settings: EvalSection, *, engine: Any = None, progress: bool = True,
                       max_prompt_tokens: int = 256, chat_template: str = "auto",
@@ -107,7 +95,8 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
     `chat_template`, left-truncated to `max_prompt_tokens`). With `settings.readout`, a model
     and a confidence turn, each row's "readout" is scored out of fold, folds by "cluster".
     With `stated_expected`, each row has "stated_expected" (or why not,
-    `stated_expected_fields`): one more forward pass over the turn-2 sequences."""
+    `stated_expected_fields`): one more forward pass over the turn-2 sequences, which also
+    gives the readout's states (`turn2_reads`)."""
     engine = engine or make_engine("hf", model, tokenizer, decode=settings.decode)
     rollout = RolloutSettings(num_generations_answer=settings.samples,
                               num_generations_confidence=1, temperature=settings.temperature,
@@ -128,13 +117,16 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
         if tree.spec.has_confidence_turn:
             sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
         chunk_rows = _records(score_tree(tree))
+        read_state = settings.readout and model is not None and tree.spec.has_confidence_turn
         if stated_expected:
-            for row, fields in zip(chunk_rows, stated_expected_fields(model, tokenizer, tree),
-                                   strict=True):
-                row.update(fields)
+            fields, chunk_states = turn2_reads(model, tokenizer, tree, readout=read_state)
+            for row, field in zip(chunk_rows, fields, strict=True):
+                row.update(field)
+        elif read_state:
+            chunk_states = last_states(model, state_sequences(tokenizer, tree))
         rows += chunk_rows
-        if settings.readout and model is not None and tree.spec.has_confidence_turn:
-            states.append(last_states(model, _state_inputs(tokenizer, tree)))
+        if read_state:
+            states.append(chunk_states)
     if states and rows:
         readout = out_of_fold_readout(np.concatenate(states), [r["correct"] for r in rows],
                                       [r["cluster"] for r in rows])

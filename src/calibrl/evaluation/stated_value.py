@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from calibrl.algo.rollout_tree import RolloutTree
@@ -34,8 +35,9 @@ from calibrl.algo.stated_value import (
     value_tokens,
 )
 from calibrl.errors import UserError
-from calibrl.evaluation.readout import right_padded
+from calibrl.evaluation.readout import last_states, right_padded, state_sequences
 from calibrl.evaluation.records import EXPECTED_UNAVAILABLE
+from calibrl.models.forward import logits_and_states_at, logits_at
 
 NO_TURN = "the mode states no confidence in a turn of its own"
 NO_MODEL = "no model to read the value's logits from (an engine alone)"
@@ -53,39 +55,79 @@ def value_sequences(tokenizer: Any, tree: RolloutTree, values: ValueTokens) -> l
 
 @torch.no_grad()
 def expected_at_last(model: Any, sequences: Sequence[Sequence[int]], values: ValueTokens,
-                     batch_size: int = 64) -> tuple[list[float], list[bool]]:
-    """(expected value, finite) at each sequence's last token, each N long (`expected_tenths`).
+                     batch_size: int = 64, state_positions: Sequence[int] | None = None
+                     ) -> tuple[list[float], list[bool], np.ndarray | None]:
+    """(expected value, finite) at each sequence's last token, each N long (`expected_tenths`),
+    and with `state_positions` ([N] indices into each sequence) the [N, H] last-layer states
+    there, from the same pass (else None).
 
-    Right-padded batches (`readout.right_padded`); only the batch's distinct last positions
-    go through the output layer."""
+    Right-padded batches (`readout.right_padded`); only the last positions go through the
+    output layer (`models.forward.logits_and_states_at`)."""
     device = next(model.parameters()).device
     means: list[float] = []
     finite: list[bool] = []
-    for ids, mask, last in right_padded(sequences, batch_size, device):
-        kept, column = torch.unique(last, return_inverse=True)  # [U], [B] index into kept
-        logits = model(input_ids=ids, attention_mask=mask,
-                       logits_to_keep=kept).logits  # [B, U, V]
-        at_last = logits[torch.arange(len(last), device=device), column]  # [B, V]
+    states: list[torch.Tensor] = []
+    for n, (ids, mask, last) in enumerate(right_padded(sequences, batch_size, device)):
+        if state_positions is None:
+            at_last = logits_at(model, ids, mask, last)  # [B, V]
+        else:
+            at = torch.tensor(state_positions[n * batch_size:n * batch_size + len(last)],
+                              device=device)
+            at_last, state = logits_and_states_at(model, ids, mask, last, at)  # [B, V], [B, H]
+            states.append(state.float().cpu())
         mean, ok = expected_tenths(at_last, values)  # [B], [B]
         means += mean.cpu().tolist()
         finite += ok.cpu().tolist()
-    return means, finite
+    if state_positions is None:
+        return means, finite, None
+    return means, finite, torch.cat(states).numpy() if states else np.zeros((0, 0), np.float32)
+
+
+def unavailable(model: Any, tokenizer: Any, tree: RolloutTree) -> str | None:
+    """Why no answer of `tree` gets a `stated_expected` (module docstring), or None."""
+    if not tree.spec.has_confidence_turn:
+        return NO_TURN
+    if model is None:
+        return NO_MODEL
+    try:
+        value_tokens(tokenizer)
+    except UserError as exc:
+        return str(exc)
+    return None
 
 
 def stated_expected_fields(model: Any, tokenizer: Any, tree: RolloutTree
                            ) -> list[dict[str, Any]]:
     """Per answer, in record order (`value_sequences`): {"stated_expected": value in [0, 0.9]},
     or {"stated_expected": None, `EXPECTED_UNAVAILABLE`: why} (module docstring)."""
+    return turn2_reads(model, tokenizer, tree, readout=False)[0]
+
+
+def turn2_reads(model: Any, tokenizer: Any, tree: RolloutTree, readout: bool
+                ) -> tuple[list[dict[str, Any]], np.ndarray | None]:
+    """`stated_expected_fields`, and with `readout` the readout's [N, H] states
+    (`readout.state_sequences`): read from the value pass where an answer's state sequence
+    is a prefix of its value sequence (it wrote `<confidence>` as the value pass does), by a
+    pass of their own for the others, so each turn 2 goes through the model once or twice."""
     count = sum(len(prompt.answers) for prompt in tree.prompts)
-    reason = NO_TURN if not tree.spec.has_confidence_turn else NO_MODEL if model is None else None
-    if reason is None:
-        try:
-            values = value_tokens(tokenizer)
-        except UserError as exc:
-            reason = str(exc)
+    reason = unavailable(model, tokenizer, tree)
+    state_seqs = state_sequences(tokenizer, tree) if readout else []
     if reason is not None:
-        return [{"stated_expected": None, EXPECTED_UNAVAILABLE: reason} for _ in range(count)]
-    means, finite = expected_at_last(model, value_sequences(tokenizer, tree, values), values)
-    return [{"stated_expected": mean} if ok else
-            {"stated_expected": None, EXPECTED_UNAVAILABLE: NOT_FINITE}
-            for mean, ok in zip(means, finite, strict=True)]
+        return ([{"stated_expected": None, EXPECTED_UNAVAILABLE: reason}] * count,
+                last_states(model, state_seqs) if readout else None)
+    values = value_tokens(tokenizer)
+    sequences = value_sequences(tokenizer, tree, values)
+    shared = [bool(readout) and list(seq[:len(st)]) == st
+              for seq, st in zip(sequences, state_seqs or [[]] * count, strict=True)]
+    positions = [len(st) - 1 if ok else len(seq) - 1
+                 for seq, st, ok in zip(sequences, state_seqs or [[]] * count, shared,
+                                        strict=True)]
+    means, finite, states = expected_at_last(model, sequences, values,
+                                             state_positions=positions if readout else None)
+    fields = [{"stated_expected": mean} if ok else
+              {"stated_expected": None, EXPECTED_UNAVAILABLE: NOT_FINITE}
+              for mean, ok in zip(means, finite, strict=True)]
+    if readout and not all(shared):
+        rest = [i for i, ok in enumerate(shared) if not ok]
+        states[rest] = last_states(model, [state_seqs[i] for i in rest])
+    return fields, states

@@ -36,6 +36,7 @@ from calibrl.algo.confidence_loss import CONFIDENCE_LOSSES, expected_value, valu
 from calibrl.algo.stated_value import ValueTokens, value_tokens
 from calibrl.errors import UserError, already_holds, no_rows
 from calibrl.models.adapters import prepare_policy, trainable_parameters
+from calibrl.models.forward import logits_at
 from calibrl.settings.calibrate import CalibrateSettings
 from calibrl.training.calibrate_data import (
     ConfidenceRow,
@@ -166,13 +167,17 @@ def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values:
 @torch.no_grad()
 def expected_confidences(model: Any, rows: list[ConfidenceRow], values: ValueTokens,
                          pad: int, batch_size: int = 64) -> list[float]:
-    """The expected stated value of each row under `model` (eval mode, no gradients)."""
+    """The expected stated value of each row under `model` (eval mode, no gradients); only the
+    value positions go through the output layer."""
     out: list[float] = []
     device = next(model.parameters()).device
+    ids, vals = (t.to(device) for t in values.tensors())
     for start in range(0, len(rows), batch_size):
         batch = {k: v.to(device) for k, v in
                  confidence_batch(rows[start:start + batch_size], pad).items()}
-        out += confidence_terms(model, batch, values, "expected_brier")["expected"].tolist()
+        at_value = logits_at(model, batch["input_ids"], batch["attention_mask"],
+                             batch["value_pos"] - 1)  # [B, V]
+        out += expected_value(at_value[:, ids], vals).tolist()
     return out
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from calibrl.algo.confidence_loss import CONFIDENCE_LOSSES, expected_value, value_mass_nll
 from calibrl.algo.stated_value import value_tokens
 from calibrl.cli.main import _register, app
 from calibrl.errors import UserError
@@ -26,6 +27,7 @@ from calibrl.tasks.countdown.generate import generate_countdown
 from calibrl.tasks.files import write_examples
 from calibrl.training.calibrate import (
     CalibrationRows,
+    answer_loss,
     confidence_batch,
     confidence_terms,
     expected_confidences,
@@ -34,7 +36,7 @@ from calibrl.training.calibrate import (
     train_calibration,
 )
 from calibrl.training.calibrate_data import GradedAnswer, confidence_row, own_analysis
-from calibrl.training.sft_batch import IGNORE
+from calibrl.training.sft_batch import IGNORE, collate, token_mean_loss
 
 SMALL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "max_position_embeddings": 512}
 Q = "How likely is it that your answer is correct?"
@@ -154,6 +156,39 @@ def test_expected_confidences_read_what_the_training_pass_reads(tmp_path):
         full = confidence_terms(model, confidence_batch(rows, pad), values, "expected_brier")
     kept = expected_confidences(model, rows, values, pad, batch_size=5)  # batches of 5, 5, 2
     torch.testing.assert_close(torch.tensor(kept), full["expected"], rtol=1e-5, atol=1e-5)
+
+
+def test_losses_on_the_reply_positions_equal_those_of_the_full_logits(tmp_path):
+    """Only the positions after the batch's first labelled token go through the output layer;
+    the losses and their gradients are those of every position's logits."""
+    tokenizer = build_tokenizer(model_max_length=512)
+    model = build_tiny_model(tokenizer, seed=2, hidden_size=32, num_layers=1, num_heads=2)
+    values = value_tokens(tokenizer)
+    rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples()}, graded_pairs()[:12],
+                           values, config(tmp_path))
+    batch = confidence_batch(rows.confidence[:7], tokenizer.pad_token_id)
+    assert len(set(batch["attention_mask"].sum(1).tolist())) > 1  # rows of several lengths
+    ids, vals = values.tensors()
+
+    def grads(loss):
+        model.zero_grad()
+        loss.backward()
+        return [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    terms = confidence_terms(model, batch, values, "expected_brier")
+    got = terms["score"] + terms["format"] + terms["mass"]
+    full = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    at = full[torch.arange(7), batch["value_pos"] - 1]  # [B, V]
+    want = (CONFIDENCE_LOSSES["expected_brier"](at[:, ids], vals, batch["targets"]).mean()
+            + token_mean_loss(full, batch["labels"]) + value_mass_nll(at, ids).mean())
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(terms["expected"], expected_value(at[:, ids], vals).detach())
+    for g, w in zip(grads(got), grads(want), strict=True):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+    answers = collate(rows.answers[:5], tokenizer.pad_token_id)
+    full = model(input_ids=answers["input_ids"], attention_mask=answers["attention_mask"]).logits
+    torch.testing.assert_close(answer_loss(model, answers),
+                               token_mean_loss(full, answers["labels"]), rtol=1e-5, atol=1e-6)
 
 
 def test_train_layers_tunes_only_the_top_blocks(tmp_path):

@@ -19,6 +19,17 @@ def logits_at(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
     return _forward_at(model, input_ids, attention_mask, positions, None)[0]
 
 
+def logits_from(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                start: int) -> torch.Tensor:
+    """[B, T - start, V] the logits at positions start..T-1 of input_ids ([B, T]): what a loss
+    on the tokens after `start` reads (0 <= start < T)."""
+    keep = input_ids.shape[1] - start
+    if not 0 < keep <= input_ids.shape[1]:
+        raise ValueError(f"start {start} outside 0..{input_ids.shape[1] - 1}")
+    return model(input_ids=input_ids, attention_mask=attention_mask,
+                 logits_to_keep=keep).logits
+
+
 def logits_and_states_at(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                          positions: torch.Tensor, state_positions: torch.Tensor
                          ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -36,7 +36,7 @@ from calibrl.algo.confidence_loss import CONFIDENCE_LOSSES, expected_value, valu
 from calibrl.algo.stated_value import ValueTokens, value_tokens
 from calibrl.errors import UserError, already_holds, no_rows
 from calibrl.models.adapters import prepare_policy, trainable_parameters
-from calibrl.models.forward import logits_at
+from calibrl.models.forward import logits_at, logits_from
 from calibrl.settings.calibrate import CalibrateSettings
 from calibrl.training.calibrate_data import (
     ConfidenceRow,
@@ -46,7 +46,12 @@ from calibrl.training.calibrate_data import (
     sample_graded,
 )
 from calibrl.training.sft import make_accelerator
-from calibrl.training.sft_batch import TokenizedConversation, collate, token_mean_loss
+from calibrl.training.sft_batch import (
+    IGNORE,
+    TokenizedConversation,
+    collate,
+    token_mean_loss,
+)
 from calibrl.utils.atomic import atomic_dir
 from calibrl.utils.files import check_output_dir, require_file
 
@@ -73,18 +78,38 @@ def value_logits_at(logits: torch.Tensor, value_pos: torch.Tensor) -> torch.Tens
     return logits[torch.arange(logits.shape[0]), value_pos - 1]
 
 
+def first_read(labels: torch.Tensor, value_pos: torch.Tensor | None = None) -> int:
+    """The first position whose logits a loss reads: the one before the batch's first labelled
+    token (labels [B, T]) and before its first value (value_pos [B]); in 0..T-1."""
+    labelled = labels != IGNORE  # [B, T]
+    firsts = torch.where(labelled.any(1), labelled.int().argmax(1), labels.shape[1])  # [B]
+    if value_pos is not None:
+        firsts = torch.minimum(firsts, value_pos)
+    return int(min(max(int(firsts.min()) - 1, 0), labels.shape[1] - 1))
+
+
 def confidence_terms(model: Any, batch: dict[str, torch.Tensor], values: ValueTokens,
                      loss_name: str) -> dict[str, torch.Tensor]:
     """The scoring loss, the format CE and the value tokens' missing mass (scalars), and the
-    expected stated value per row ([B], detached) of one confidence batch."""
+    expected stated value per row ([B], detached) of one confidence batch. Only the reply's
+    positions go through the output layer (the context's logits are never read)."""
     ids, vals = (t.to(batch["input_ids"].device) for t in values.tensors())
-    logits = model(input_ids=batch["input_ids"],
-                   attention_mask=batch["attention_mask"]).logits  # [B, T, V]
-    at_value = value_logits_at(logits, batch["value_pos"])  # [B, V]
+    start = first_read(batch["labels"], batch["value_pos"])
+    logits = logits_from(model, batch["input_ids"], batch["attention_mask"],
+                         start)  # [B, T - start, V]
+    at_value = value_logits_at(logits, batch["value_pos"] - start)  # [B, V]
     score = CONFIDENCE_LOSSES[loss_name](at_value[:, ids], vals, batch["targets"])  # [B]
-    return {"score": score.mean(), "format": token_mean_loss(logits, batch["labels"]),
+    return {"score": score.mean(),
+            "format": token_mean_loss(logits, batch["labels"][:, start:]),
             "mass": value_mass_nll(at_value, ids).mean(),
             "expected": expected_value(at_value[:, ids], vals).detach()}
+
+
+def answer_loss(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Cross-entropy on the labelled answer tokens of one `collate` batch (scalar)."""
+    start = first_read(batch["labels"])
+    logits = logits_from(model, batch["input_ids"], batch["attention_mask"], start)
+    return token_mean_loss(logits, batch["labels"][:, start:])
 
 
 def mean_by_grade(scores: list[float], correct: list[bool]) -> dict[str, float | None]:
@@ -141,9 +166,7 @@ def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values:
             answer_ce = torch.zeros(())
             if ans_rows and config.answer_weight > 0:
                 ab = {k: v.to(accelerator.device) for k, v in collate(ans_rows, pad).items()}
-                logits = prepared(input_ids=ab["input_ids"],
-                                  attention_mask=ab["attention_mask"]).logits
-                answer_ce = token_mean_loss(logits, ab["labels"])
+                answer_ce = answer_loss(prepared, ab)
                 loss = loss + config.answer_weight * answer_ce
         if not torch.isfinite(loss):
             raise UserError(f"calibrate step {step + 1}: non-finite loss; stopped before the "

@@ -1,9 +1,11 @@
 """Recipe: the demo's stage table, mean ± sd over finished demo runs (one per seed).
 
-Each folder is the output of one `calibrl demo` (Countdown or facts) with the confidence warm-up:
-it reads `eval-before/`, `eval-calibrated/` and `eval-after/` and prints, per stage, the stated
-confidence's metrics and, on the same answers, the three references (difficulty table,
-readout, answer likelihood), then the within-group AUROC of each difficulty group. The RL
+Each folder is the output of one `calibrl demo` (Countdown, facts or the real model) with the
+confidence warm-up: it reads the evaluations each recipe writes (`eval-zero-shot/` and
+`eval-held-out/` are the real model's) and prints, per stage, the stated confidence's metrics
+and, on the same answers, the three references (difficulty table, readout, answer likelihood)
+and the stated value's other reading (the expected or the sampled value), then the
+within-group AUROC of each difficulty group. The RL
 baselines from the same answer warm-up are added where `runs/compare_modes.py` wrote them into
 the folder's `baselines/` (two-turn RLCR without the confidence warm-up, RLVR, single-turn RLCR):
 
@@ -23,16 +25,21 @@ import statistics
 from pathlib import Path
 
 # (folder pattern inside a demo folder, label); a pattern matches one folder per demo run
-STAGES = (("eval-before", "answer warm-up (SFT)"),
+STAGES = (("eval-zero-shot", "the model as it comes"),
+          ("eval-before", "answer warm-up (SFT)"),
           ("eval-calibrated", "confidence warm-up"),
           ("eval-after", "then two-turn RLCR"),
           ("baselines/eval-two_turn-seed*", "two-turn RLCR without the confidence warm-up"),
           ("baselines/eval-rlvr-seed*", "RLVR from the answer warm-up"),
-          ("baselines/eval-rlcr-seed*", "single-turn RLCR from the answer warm-up"))
+          ("baselines/eval-rlcr-seed*", "single-turn RLCR from the answer warm-up"),
+          ("eval-held-out", "after RL, held-out fact type"))
 REFERENCES = (("difficulty_table", "difficulty table (no model)"),
               ("readout", "readout of the state (not stated)"),
-              ("answer_likelihood", "answer likelihood (not stated)"))
-COLUMNS = (("accuracy", "accuracy ↑"), ("ece", "ECE ↓"), ("brier", "Brier ↓"),
+              ("answer_likelihood", "answer likelihood (not stated)"),
+              ("stated_expected", "stated, expected value (the other reading)"),
+              ("stated_sampled", "stated, sampled value (the other reading)"))
+COLUMNS = (("accuracy", "accuracy ↑"), ("lenient", "lenient accuracy ↑"),
+           ("parsed", "confidence parsed ↑"), ("ece", "ECE ↓"), ("brier", "Brier ↓"),
            ("auroc", "AUROC ↑"), ("within_group_auroc", "within-group AUROC ↑"))
 
 
@@ -43,6 +50,20 @@ def cell(values: list[float | None]) -> str:
         return "–"
     mean = statistics.fmean(present)
     return f"{mean:.3f}" if len(present) == 1 else f"{mean:.3f} ± {statistics.stdev(present):.3f}"
+
+
+STATED_ONLY = ("accuracy", "lenient", "parsed")
+
+
+def stated(metrics: dict, key: str) -> float | None:
+    """A column of the stated confidence's row: lenient accuracy where the task reports one,
+    the share of confidences parsed where the mode states one."""
+    if key == "lenient":
+        return (metrics.get("extra_scores") or {}).get("lenient_accuracy")
+    if key == "parsed":
+        rate = metrics.get("unparsable_confidence_rate")
+        return None if rate is None or metrics.get("ece") is None else 1.0 - rate
+    return metrics.get(key)
 
 
 def stage_metrics(runs: list[Path], pattern: str) -> list[dict]:
@@ -58,12 +79,13 @@ def rows(runs: list[Path]) -> list[tuple[str, dict[str, str]]]:
         metrics = stage_metrics(runs, folder)
         if not metrics:
             continue
-        out.append((f"{label}: stated", {k: cell([m.get(k) for m in metrics])
+        out.append((f"{label}: stated", {k: cell([stated(m, k) for m in metrics])
                                          for k, _ in COLUMNS}))
         for key, name in REFERENCES:
             refs = [(m.get("baselines") or {}).get(key) or {} for m in metrics]
-            out.append((f"{label}: {name}", {k: cell([r.get(k) for r in refs])
-                                            for k, _ in COLUMNS if k != "accuracy"}))
+            if any(refs):
+                out.append((f"{label}: {name}", {k: cell([r.get(k) for r in refs])
+                                                for k, _ in COLUMNS if k not in STATED_ONLY}))
     return out
 
 

@@ -12,7 +12,8 @@ likelihood (`calibrl.evaluation.baselines`).
     .venv/bin/python runs/compare_modes.py --demo outputs/demo --out outputs/modes --seeds 0 1 2
 
 `--set key=value ...` changes the RL settings of every run (a route to try, e.g.
-`--set rollout.num_generations_confidence=8`); `--no-sft` skips the warmed-up model's row.
+`--set rollout.num_generations_confidence=8`); `--no-sft` skips the warmed-up model's row;
+`--start calibrate/model` starts RL after the confidence warm-up, as the demo's own RL does.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def train_and_evaluate(demo: DemoSettings, args: argparse.Namespace, mode: str,
                        seed: int) -> dict:
     data, run = args.demo / "data", f"{mode}-seed{seed}"
     cfg = updated(demo.rl, {**args.set, "algorithm.mode": mode, "seed": seed,
-                            "model.path": str(args.demo / "sft/model"),
+                            "model.path": str(args.demo / args.start),
                             "data.train_path": str(data / "rl.parquet"),
                             "optim.total_steps": args.steps,
                             "logging.output_dir": str(args.out), "logging.run_name": run})
@@ -109,6 +110,9 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                         help="RL settings for every run, as on the calibrl train command line.")
     parser.add_argument("--no-sft", action="store_true", help="Do not evaluate the SFT model.")
+    parser.add_argument("--start", default="sft/model",
+                        help="The model RL starts from, inside --demo (calibrate/model: after "
+                             "the confidence warm-up, as the demo's own RL).")
     args = parser.parse_args()
     args.set = {key: yaml.safe_load(value) for key, value in
                 (item.split("=", 1) for item in args.set)}

@@ -220,13 +220,15 @@ def data_and_model(tmp_path_factory):
 def test_a_run_grades_trains_and_writes_its_folder(tmp_path, data_and_model):
     data, model = data_and_model
     cfg = config(tmp_path, data=str(data), model=str(model), prompts=6, answers_per_prompt=2,
-                 steps=3, max_answer_tokens=16, max_confidence_tokens=12, target="agreement")
+                 steps=3, max_answer_tokens=16, max_confidence_tokens=12, target="agreement",
+                 summary_rows=5)
     summary = run_calibrate(cfg)
     out = Path(cfg.out)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["calibrate_config.json", "graded.jsonl", "calibrate_log.jsonl", "summary.json", "model"])
     graded = [json.loads(line) for line in (out / "graded.jsonl").read_text().splitlines()]
     assert len(graded) == 12 == summary["answers"]
+    assert summary["summary_answers"] == 4  # every third answer: at most summary_rows
     assert {g["index"] for g in graded} == {ex.index for ex in examples()[:6]}
     assert all(g["target"] in (0.0, 1.0) for g in graded)  # agreement with the one other answer
     assert json.loads((out / "calibrate_config.json").read_text())["target"] == "agreement"

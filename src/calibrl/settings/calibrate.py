@@ -64,6 +64,10 @@ class CalibrateSection(ConfidenceSampling):
     device: Literal["auto", "cpu", "cuda"] = shared_field(SFTSection, "device")
     seed: Seed = Field(0, description="Seed of sampling and batch order.")
     log_every: int = Field(20, gt=0, description="Steps between lines of calibrate_log.jsonl.")
+    summary_rows: int = Field(512, gt=0, description="At most this many graded answers (every "
+                              "k-th) give the summary's expected confidence of right and wrong "
+                              "answers before and after: a forward pass each, minutes on a real "
+                              "model.")
     progress: bool = Field(True, description="Show progress bars.")
 
     @model_validator(mode="after")

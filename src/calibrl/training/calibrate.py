@@ -227,21 +227,25 @@ def run_calibrate(config: CalibrateSettings) -> dict[str, Any]:
     sampled_s = time.perf_counter() - start
     rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples}, graded, values, config)
     labels = [g.correct for g in graded]
-    before = expected_confidences(model.eval(), rows.confidence, values, pad_id(tokenizer))
+    stride = max(1, -(-len(rows.confidence) // config.summary_rows))  # at most summary_rows
+    shown, shown_labels = rows.confidence[::stride], labels[::stride]
+    before = expected_confidences(model.eval(), shown, values, pad_id(tokenizer))
     with atomic_dir(out) as tmp:
         (tmp / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n")
         (tmp / GRADED_FILE).write_text("".join(json.dumps(asdict(g)) + "\n" for g in graded))
         with (tmp / LOG_FILE).open("w", encoding="utf-8") as log:
             model, final = train_calibration(model, tokenizer, rows, values, config, log)
-        after = expected_confidences(model, rows.confidence, values, pad_id(tokenizer))
+        after = expected_confidences(model, shown, values, pad_id(tokenizer))
         summary = {"answers": len(graded), "prompts": len(examples),
                    "accuracy": sum(labels) / len(labels), "target": config.target,
                    "loss": config.loss, "steps": config.steps,
                    "answer_rows": len(rows.answers), "sampling_s": sampled_s,
                    "seconds": time.perf_counter() - start, "final": final,
-                   # The expected stated value on the training answers, by grade.
-                   "expected_before": mean_by_grade(before, labels),
-                   "expected_after": mean_by_grade(after, labels)}
+                   # The expected stated value on (at most summary_rows of) the training
+                   # answers, by grade.
+                   "summary_answers": len(shown),
+                   "expected_before": mean_by_grade(before, shown_labels),
+                   "expected_after": mean_by_grade(after, shown_labels)}
         (tmp / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
         model.save_pretrained(tmp / MODEL_DIR)
         tokenizer.save_pretrained(tmp / MODEL_DIR)

@@ -117,17 +117,21 @@ def turn2_reads(model: Any, tokenizer: Any, tree: RolloutTree, readout: bool
                 last_states(model, state_seqs) if readout else None)
     values = value_tokens(tokenizer)
     sequences = value_sequences(tokenizer, tree, values)
-    shared = [bool(readout) and list(seq[:len(st)]) == st
-              for seq, st in zip(sequences, state_seqs or [[]] * count, strict=True)]
-    positions = [len(st) - 1 if ok else len(seq) - 1
-                 for seq, st, ok in zip(sequences, state_seqs or [[]] * count, shared,
-                                        strict=True)]
+    if not readout:
+        means, finite, _ = expected_at_last(model, sequences, values)
+        return _fields(means, finite), None
+    shared = [seq[:len(st)] == st for seq, st in zip(sequences, state_seqs, strict=True)]
+    positions = [len(st) - 1 if ok else len(seq) - 1  # the others' states: read again below
+                 for seq, st, ok in zip(sequences, state_seqs, shared, strict=True)]
     means, finite, states = expected_at_last(model, sequences, values,
-                                             state_positions=positions if readout else None)
-    fields = [{"stated_expected": mean} if ok else
-              {"stated_expected": None, EXPECTED_UNAVAILABLE: NOT_FINITE}
-              for mean, ok in zip(means, finite, strict=True)]
-    if readout and not all(shared):
-        rest = [i for i, ok in enumerate(shared) if not ok]
+                                             state_positions=positions)
+    rest = [i for i, ok in enumerate(shared) if not ok]
+    if rest:
         states[rest] = last_states(model, [state_seqs[i] for i in rest])
-    return fields, states
+    return _fields(means, finite), states
+
+
+def _fields(means: list[float], finite: list[bool]) -> list[dict[str, Any]]:
+    return [{"stated_expected": mean} if ok else
+            {"stated_expected": None, EXPECTED_UNAVAILABLE: NOT_FINITE}
+            for mean, ok in zip(means, finite, strict=True)]

@@ -35,8 +35,7 @@ def logits_and_states_at(model: Any, input_ids: torch.Tensor, attention_mask: to
                          ) -> tuple[torch.Tensor, torch.Tensor]:
     """`logits_at`'s [B, V], and from the same pass [B, H] the last layer's hidden state of
     each row at `state_positions` ([B])."""
-    logits, states = _forward_at(model, input_ids, attention_mask, positions, state_positions)
-    return logits, states
+    return _forward_at(model, input_ids, attention_mask, positions, state_positions)
 
 
 def _forward_at(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -37,7 +37,7 @@ from calibrl.algo.stated_value import (
 from calibrl.errors import UserError
 from calibrl.evaluation.readout import last_states, right_padded, state_sequences
 from calibrl.evaluation.records import EXPECTED_UNAVAILABLE
-from calibrl.models.forward import logits_and_states_at, logits_at
+from calibrl.models.forward import logits_and_states_at
 
 NO_TURN = "the mode states no confidence in a turn of its own"
 NO_MODEL = "no model to read the value's logits from (an engine alone)"
@@ -68,12 +68,10 @@ def expected_at_last(model: Any, sequences: Sequence[Sequence[int]], values: Val
     finite: list[bool] = []
     states: list[torch.Tensor] = []
     for n, (ids, mask, last) in enumerate(right_padded(sequences, batch_size, device)):
-        if state_positions is None:
-            at_last = logits_at(model, ids, mask, last)  # [B, V]
-        else:
-            at = torch.tensor(state_positions[n * batch_size:n * batch_size + len(last)],
-                              device=device)
-            at_last, state = logits_and_states_at(model, ids, mask, last, at)  # [B, V], [B, H]
+        at = None if state_positions is None else torch.tensor(
+            state_positions[n * batch_size:n * batch_size + len(last)], device=device)
+        at_last, state = logits_and_states_at(model, ids, mask, last, at)  # [B, V], [B, H]
+        if state is not None:
             states.append(state.float().cpu())
         mean, ok = expected_tenths(at_last, values)  # [B], [B]
         means += mean.cpu().tolist()

@@ -16,7 +16,7 @@ def logits_at(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
               positions: torch.Tensor) -> torch.Tensor:
     """[B, V] each row's logits at `positions` ([B]) of input_ids / attention_mask ([B, T]):
     the distribution of the token after that position."""
-    return _forward_at(model, input_ids, attention_mask, positions, None)[0]
+    return logits_and_states_at(model, input_ids, attention_mask, positions, None)[0]
 
 
 def logits_from(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -31,16 +31,10 @@ def logits_from(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tenso
 
 
 def logits_and_states_at(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                         positions: torch.Tensor, state_positions: torch.Tensor
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+                         positions: torch.Tensor, state_positions: torch.Tensor | None
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """`logits_at`'s [B, V], and from the same pass [B, H] the last layer's hidden state of
-    each row at `state_positions` ([B])."""
-    return _forward_at(model, input_ids, attention_mask, positions, state_positions)
-
-
-def _forward_at(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                positions: torch.Tensor, state_positions: torch.Tensor | None
-                ) -> tuple[torch.Tensor, Any]:
+    each row at `state_positions` ([B]; None: no states, None returned)."""
     kept, column = torch.unique(positions, return_inverse=True)  # [U], [B] index into kept
     out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=kept,
                 output_hidden_states=state_positions is not None)

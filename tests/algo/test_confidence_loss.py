@@ -9,6 +9,7 @@ import torch
 
 from calibrl.algo.confidence_loss import (
     CONFIDENCE_LOSSES,
+    brier_of_expected,
     expected_brier,
     expected_value,
     nearest_value_ce,
@@ -77,6 +78,42 @@ def test_nearest_value_ce_equals_the_loop(batch):
         assert nearest_value_index(VALUES, targets)[b] == k
         assert got[b].item() == pytest.approx(-math.log(_softmax(logits[b].tolist())[k]),
                                               abs=1e-5)
+
+
+def test_brier_of_expected_equals_the_loop_and_is_expected_brier_less_the_variance(batch):
+    logits, targets = batch
+    got = brier_of_expected(logits, VALUES, targets)
+    assert got.shape == (7,)
+    for b, y in enumerate(targets.tolist()):
+        p = _softmax(logits[b].tolist())
+        mean = sum(pk * v for pk, v in zip(p, VALUES.tolist(), strict=True))
+        variance = sum(pk * (v - mean) ** 2 for pk, v in zip(p, VALUES.tolist(), strict=True))
+        assert got[b].item() == pytest.approx((mean - y) ** 2, abs=1e-6)
+        assert got[b].item() + variance == pytest.approx(_brier_loop(logits, VALUES, targets)[b],
+                                                         abs=1e-6)
+
+
+def test_brier_of_expected_is_proper_for_the_expected_value_and_pays_nothing_for_sharpness():
+    # A row right with chance q = 0.35: two distributions with the expected value 0.35, one
+    # spread over 0.3 and 0.4, one over 0.0 and 0.7, lose the same, and less than any other mean;
+    # the expected Brier score prefers the sharper of them.
+    q, outcomes = 0.35, torch.tensor([1.0, 0.0])
+
+    def loss(fn, probs):
+        logits = torch.log(torch.tensor(probs).clamp_min(1e-12)).expand(2, 10)
+        pair = fn(logits, VALUES, outcomes)
+        return float(q * pair[0] + (1 - q) * pair[1])
+
+    near = [0.0] * 10
+    near[3] = near[4] = 0.5
+    far = [0.0] * 10
+    far[0] = far[7] = 0.5
+    assert loss(brier_of_expected, near) == pytest.approx(loss(brier_of_expected, far), abs=1e-6)
+    for k in range(10):
+        point = [0.0] * 10
+        point[k] = 1.0
+        assert loss(brier_of_expected, near) < loss(brier_of_expected, point)
+    assert loss(expected_brier, near) < loss(expected_brier, far)
 
 
 def test_value_mass_nll_and_expected_value_equal_the_loops():

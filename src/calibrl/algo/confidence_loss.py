@@ -12,6 +12,11 @@ tokens, renormalised over them. Each loss returns one value per row; the caller 
 - `nearest_value_ce`: cross-entropy to the value token nearest the target (ties to the lower).
   With 0/1 targets it is log-loss on two tokens; with a fractional target (agreement over
   resamples) it is plain SFT on the rounded target.
+- `brier_of_expected`: (E_p[v] - y)^2, the Brier score of the expected value, the reading
+  `eval.confidence_reading: expected` reports. It is `expected_brier` less the variance of the
+  value under p (E_p[(v - y)^2] = (E_p[v] - y)^2 + Var_p(v)), so nothing in it pays for a sharp
+  distribution: proper for the expected value (least at E_p[v] = the row's chance, up to the
+  largest value), it never drives the mass onto one value, where the softmax's gradient vanishes.
 
 The targets other than the grade, estimates the model makes of itself, are in
 `calibrl.algo.self_estimates`.
@@ -54,9 +59,16 @@ def nearest_value_ce(value_logits: torch.Tensor, values: torch.Tensor, targets: 
     return F.cross_entropy(value_logits.float(), index, reduction="none")  # [B]
 
 
+def brier_of_expected(value_logits: torch.Tensor, values: torch.Tensor, targets: torch.Tensor
+                      ) -> torch.Tensor:
+    """Brier score of the expected value. Shapes as `expected_brier`; returns [B] in [0, 1]."""
+    return (expected_value(value_logits, values) - targets.float()) ** 2  # [B]
+
+
 CONFIDENCE_LOSSES: dict[str, ConfidenceLoss] = {
     "expected_brier": expected_brier,
     "nearest_value_ce": nearest_value_ce,
+    "brier_of_expected": brier_of_expected,
 }
 
 

@@ -40,11 +40,13 @@ class CalibrateSection(ConfidenceSampling):
         "compare answers it can see: a signal that carries to questions never tuned on, where "
         "a learned 'do I know this?' does not (facts). Needs answers_per_prompt > reanswers.")
     reanswers: int = Field(3, ge=1, description="Fresh answers in a 'reanswer' analysis.")
-    loss: Literal["expected_brier", "nearest_value_ce"] = Field(
+    loss: Literal["expected_brier", "nearest_value_ce", "brier_of_expected"] = Field(
         "expected_brier", description="Loss on the stated value: 'expected_brier', the Brier "
         "score expected under the model's distribution over the value tokens (a proper score "
         "that concentrates the mass on the value nearest the answer's chance); "
-        "'nearest_value_ce', cross-entropy to the value nearest the target.")
+        "'nearest_value_ce', cross-entropy to the value nearest the target; "
+        "'brier_of_expected', the Brier score of that distribution's expected value (proper "
+        "for the reading `eval.confidence_reading: expected`; the mass may stay spread).")
     steps: int = Field(400, ge=0, description="Optimiser steps (0: skip the stage).")
     lr: float = Field(1e-4, gt=0, description="AdamW learning rate (constant after warm-up).")
     warmup_steps: int = Field(20, ge=0, description="Linear warm-up steps.")

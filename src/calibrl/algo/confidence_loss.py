@@ -14,9 +14,10 @@ tokens, renormalised over them. Each loss returns one value per row; the caller 
   resamples) it is plain SFT on the rounded target.
 - `brier_of_expected`: (E_p[v] - y)^2, the Brier score of the expected value, the reading
   `eval.confidence_reading: expected` reports. It is `expected_brier` less the variance of the
-  value under p (E_p[(v - y)^2] = (E_p[v] - y)^2 + Var_p(v)), so nothing in it pays for a sharp
-  distribution: proper for the expected value (least at E_p[v] = the row's chance, up to the
-  largest value), it never drives the mass onto one value, where the softmax's gradient vanishes.
+  value under p (E_p[(v - y)^2] = (E_p[v] - y)^2 + Var_p(v)): proper for the expected value
+  (least at E_p[v] = the row's chance, up to the largest value), and nothing in it pays for a
+  sharp distribution. Nothing keeps the mass spread either: the quickest way to the base rate
+  is still one value's logit, and where the mass sits on one value the gradient vanishes.
 
 The targets other than the grade, estimates the model makes of itself, are in
 `calibrl.algo.self_estimates`.

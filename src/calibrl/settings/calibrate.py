@@ -46,7 +46,7 @@ class CalibrateSection(ConfidenceSampling):
         "that concentrates the mass on the value nearest the answer's chance); "
         "'nearest_value_ce', cross-entropy to the value nearest the target; "
         "'brier_of_expected', the Brier score of that distribution's expected value (proper "
-        "for the reading `eval.confidence_reading: expected`; the mass may stay spread).")
+        "for the reading `eval.confidence_reading: expected`).")
     steps: int = Field(400, ge=0, description="Optimiser steps (0: skip the stage).")
     lr: float = Field(1e-4, gt=0, description="AdamW learning rate (constant after warm-up).")
     warmup_steps: int = Field(20, ge=0, description="Linear warm-up steps.")

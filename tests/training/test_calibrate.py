@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import random
 from pathlib import Path
 
@@ -143,6 +144,27 @@ def test_training_moves_the_stated_value_towards_the_target(tmp_path, grade):
     # A uniform distribution over the tenths scores 0.385 against 1 and 0.285 against 0.
     assert final["score"] < (0.385 if grade else 0.285)
     assert (final["answer_ce"] > 0) == grade
+
+
+@pytest.mark.parametrize("scheduler", ["constant_with_warmup", "cosine"])
+def test_the_learning_rate_follows_the_schedule(tmp_path, scheduler):
+    tokenizer = build_tokenizer(model_max_length=512)
+    model = build_tiny_model(tokenizer, seed=0, hidden_size=32, num_layers=1, num_heads=2)
+    values = value_tokens(tokenizer)
+    cfg = config(tmp_path, steps=5, warmup_steps=2, batch_size=4, answer_batch_size=0, lr=1e-3,
+                 log_every=1, scheduler=scheduler, min_lr_ratio=0.1)
+    rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples()}, graded_pairs()[:8],
+                           values, cfg)
+    with (tmp_path / "log.jsonl").open("w") as log:
+        train_calibration(model, tokenizer, rows, values, cfg, log)
+    lrs = [json.loads(line)["lr"] for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert lrs[0] == pytest.approx(0.5e-3)  # half-way through the warm-up
+    if scheduler == "cosine":  # from the peak down to the floor at the last step
+        assert lrs[1] == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 4))))
+        assert lrs[-1] == pytest.approx(1e-4)
+        assert all(a > b for a, b in zip(lrs[1:], lrs[2:]))
+    else:
+        assert lrs[1:] == pytest.approx([1e-3] * 4)
 
 
 def test_expected_confidences_read_what_the_training_pass_reads(tmp_path):

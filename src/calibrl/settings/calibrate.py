@@ -48,8 +48,14 @@ class CalibrateSection(ConfidenceSampling):
         "'brier_of_expected', the Brier score of that distribution's expected value (proper "
         "for the reading `eval.confidence_reading: expected`).")
     steps: int = Field(400, ge=0, description="Optimiser steps (0: skip the stage).")
-    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (constant after warm-up).")
+    lr: float = Field(1e-4, gt=0, description="AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warm-up steps.")
+    scheduler: Literal["constant_with_warmup", "cosine"] = Field(
+        "constant_with_warmup", description="Learning-rate shape after warm-up: constant, or a "
+        "cosine from lr down to min_lr_ratio x lr at the last step (a constant rate leaves the "
+        "stated level wherever the last noisy steps put it).")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="The cosine's floor as a share "
+                                "of lr.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     max_grad_norm: float = Field(1.0, gt=0, description="Gradient clipping norm.")
     batch_size: int = Field(32, gt=0, description="Graded confidence conversations per step.")

@@ -45,7 +45,7 @@ from calibrl.training.calibrate_data import (
     confidence_row,
     sample_graded,
 )
-from calibrl.training.sft import make_accelerator
+from calibrl.training.sft import lr_factor, make_accelerator
 from calibrl.training.sft_batch import (
     IGNORE,
     TokenizedConversation,
@@ -154,9 +154,10 @@ def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values:
     recent: list[dict[str, float]] = []
     bar = tqdm(range(config.steps), desc="calibrate", disable=not config.progress)
     for step in bar:
-        warm = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
+        factor = lr_factor(step, step / max(config.steps - 1, 1), warmup_steps=config.warmup_steps,
+                           scheduler=config.scheduler, min_lr_ratio=config.min_lr_ratio)
         for group in optimizer.param_groups:
-            group["lr"] = config.lr * warm
+            group["lr"] = config.lr * factor
         conf_rows, ans_rows = rows.draw()
         batch = {k: v.to(accelerator.device)
                  for k, v in confidence_batch(conf_rows, pad).items()}
@@ -175,7 +176,7 @@ def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values:
         accelerator.clip_grad_norm_(prepared.parameters(), config.max_grad_norm)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        row = {"step": step + 1, "loss": float(loss.detach()),
+        row = {"step": step + 1, "lr": config.lr * factor, "loss": float(loss.detach()),
                **{k: float(terms[k].detach()) for k in ("score", "format", "mass")},
                "answer_ce": float(answer_ce.detach())}
         recent = (recent + [row])[-20:]

@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from calibrl.algo.readout import fit_logistic
 from calibrl.demo.pipeline import load_demo_settings
 from calibrl.evaluation.baselines import within_group_auroc
 from calibrl.evaluation.metrics import auroc
-from calibrl.evaluation.readout import fit_logistic
 from calibrl.models.loading import load_policy
 from calibrl.protocol.modes import get_mode
 from calibrl.rollout.rollouts import encode_messages

@@ -14,11 +14,11 @@ import torch
 
 import calibrl.evaluation.stated_value as stated_module
 from algo.helpers import HOSTILE_REPLIES
+from calibrl.algo.readout import last_states, state_sequences
 from calibrl.algo.stated_value import value_tokens
 from calibrl.cli.main import main
 from calibrl.data import TaskExample
 from calibrl.errors import UserError
-from calibrl.evaluation.readout import last_states, state_sequences
 from calibrl.evaluation.records import EXPECTED_UNAVAILABLE
 from calibrl.evaluation.run import evaluate
 from calibrl.evaluation.stated_value import (

@@ -10,7 +10,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from calibrl.algo.masks import span_loss_mask
-from calibrl.evaluation.readout import state_position
+from calibrl.algo.readout import state_position
 from calibrl.probe.traces import chain_span
 from calibrl.protocol.tags import (
     ANALYSIS_CLOSE,

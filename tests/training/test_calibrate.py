@@ -20,6 +20,7 @@ from calibrl.errors import UserError
 from calibrl.models import build_tiny_model, build_tokenizer, create_tiny_model
 from calibrl.protocol.prompts import confidence_messages
 from calibrl.protocol.reanswer import NO_ANSWER, REANSWER_PREFIX, reanswer_analysis, reanswers_in
+from calibrl.protocol.tags import CONFIDENCE_OPEN
 from calibrl.rollout.rollouts import encode_messages
 from calibrl.settings.calibrate import CalibrateSettings
 from calibrl.tasks import get_task
@@ -162,7 +163,7 @@ def test_the_learning_rate_follows_the_schedule(tmp_path, scheduler):
     if scheduler == "cosine":  # from the peak down to the floor at the last step
         assert lrs[1] == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 4))))
         assert lrs[-1] == pytest.approx(1e-4)
-        assert all(a > b for a, b in zip(lrs[1:], lrs[2:]))
+        assert all(a > b for a, b in zip(lrs[1:-1], lrs[2:], strict=True))
     else:
         assert lrs[1:] == pytest.approx([1e-3] * 4)
 
@@ -334,3 +335,42 @@ def test_every_target_the_settings_accept_has_a_rule():
 
     assert set(get_args(CalibrateSection.model_fields["target"].annotation)) == set(
         CONFIDENCE_TARGETS)
+
+
+def test_readout_targets_are_the_probe_of_each_answers_state(tmp_path, data_and_model,
+                                                            monkeypatch):
+    import calibrl.training.calibrate_data as calibrate_data
+    from calibrl.algo.readout import last_states, out_of_fold_readout
+
+    seen = {}
+
+    def probe(features, correct, clusters):  # the real probe, its inputs kept
+        seen.update(features=features, correct=list(correct), clusters=list(clusters))
+        seen["out"] = out_of_fold_readout(features, correct, clusters)
+        return seen["out"]
+
+    def states(model, sequences):
+        seen["sequences"] = [list(s) for s in sequences]
+        return last_states(model, sequences)
+
+    monkeypatch.setattr(calibrate_data, "out_of_fold_readout", probe)
+    monkeypatch.setattr(calibrate_data, "last_states", states)
+    graded = _graded_run(tmp_path, data_and_model, prompts=10, answers_per_prompt=2,
+                         target="readout")
+    assert len(seen["sequences"]) == len(graded) == 20
+    assert seen["correct"] == [g["correct"] for g in graded]
+    assert seen["clusters"] == [g["cluster"] for g in graded]
+    assert [g["target"] for g in graded] == [g["readout"] for g in graded]
+    assert [g["target"] for g in graded] == pytest.approx(list(seen["out"]))
+    assert all(0.0 <= g["target"] <= 1.0 for g in graded)
+    tokenizer = build_tokenizer(model_max_length=512)
+    for sequence in seen["sequences"]:  # the turn-2 context, then the reply up to <confidence>
+        text = tokenizer.decode(sequence)
+        assert Q in text
+        reply = text.split(Q, 1)[1]
+        assert CONFIDENCE_OPEN not in reply or reply.rstrip().endswith(CONFIDENCE_OPEN)
+
+
+def test_readout_target_needs_the_models_own_analysis(tmp_path):
+    with pytest.raises(UserError, match="analysis=own"):
+        config(tmp_path, target="readout", analysis="reanswer", answers_per_prompt=4)

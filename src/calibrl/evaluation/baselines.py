@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from calibrl.algo.readout import READOUT_FIT
 from calibrl.evaluation.metrics import (
     DEFAULT_N_BINS,
     aurc,
@@ -41,7 +42,6 @@ from calibrl.evaluation.metrics import (
     expected_calibration_error,
     natural_key,
 )
-from calibrl.evaluation.readout import READOUT_FIT
 from calibrl.evaluation.records import READING_NAMES
 from calibrl.evaluation.summary import UNAVAILABLE
 
@@ -123,7 +123,7 @@ def baseline_metrics(correct: Any, groups: Sequence[Any], clusters: Sequence[Any
              "answer_likelihood": {"auroc", "within_group_auroc", "by_group": {label: auroc}}
              or None when some answer has no likelihood,
              "readout": {"fit", "ece", "brier", "auroc", "within_group_auroc", "aurc",
-             "by_group"} or None when some answer has no readout (`calibrl.evaluation.readout`)}.
+             "by_group"} or None when some answer has no readout (`calibrl.algo.readout`)}.
     """
     _, corr = check_arrays(np.zeros(len(correct)), correct)
     table = difficulty_table_confidences(corr, groups, clusters)

@@ -48,7 +48,7 @@ class EvalRecord:
         extra_scores: the task's scores beside right/wrong (`Task.extra_scores`, e.g. token F1),
             averaged by `mean_extra_scores`; None or {} when the task has none.
         readout: the out-of-fold probe of the model's state at `<confidence>`
-            (`calibrl.evaluation.readout`); None when not computed.
+            (`calibrl.algo.readout`); None when not computed.
         stated_expected: the expected value of the model's distribution over the tenths where
             it writes its value (`calibrl.evaluation.stated_value`); None when not available.
         stated_expected_unavailable: why `stated_expected` is None; None when it is not.

@@ -31,11 +31,11 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from calibrl.algo import score_tree
+from calibrl.algo.readout import last_states, out_of_fold_readout, state_sequences
 from calibrl.algo.rollout_tree import AnswerNode, RolloutTree
 from calibrl.algo.self_estimates import answer_likelihood
 from calibrl.data import TaskExample
 from calibrl.errors import UserError, already_holds, no_rows
-from calibrl.evaluation.readout import last_states, out_of_fold_readout, state_sequences
 from calibrl.evaluation.report import EVALUATION_FILES, write_evaluation
 from calibrl.evaluation.result import compute_evaluation
 from calibrl.evaluation.stated_value import turn2_reads

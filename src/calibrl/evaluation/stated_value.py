@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from calibrl.algo.readout import last_states, right_padded, state_sequences
 from calibrl.algo.rollout_tree import RolloutTree
 from calibrl.algo.stated_value import (
     ValueTokens,
@@ -35,7 +36,6 @@ from calibrl.algo.stated_value import (
     value_tokens,
 )
 from calibrl.errors import UserError
-from calibrl.evaluation.readout import last_states, right_padded, state_sequences
 from calibrl.evaluation.records import EXPECTED_UNAVAILABLE
 from calibrl.models.forward import logits_and_states_at
 

@@ -22,7 +22,8 @@ class CalibrateSection(ConfidenceSampling):
                                "temperature of the graded answers and of the model's own "
                                "analyses.")
     batch_prompts: int = Field(64, gt=0, description="Prompts sampled together.")
-    target: Literal["label", "agreement", "mapped_agreement", "mapped_likelihood"] = Field(
+    target: Literal["label", "agreement", "mapped_agreement", "mapped_likelihood",
+                    "readout"] = Field(
         "label", description="What the stated confidence is trained towards: 'label', the "
         "answer's grade (1 right, 0 wrong); 'agreement', the share of the prompt's other "
         "sampled answers that give the same answer (an estimate the model makes of itself); "
@@ -30,8 +31,11 @@ class CalibrateSection(ConfidenceSampling):
         "same share (calibrated, and with analysis=reanswer a function of what turn 2 shows); "
         "'mapped_likelihood', the answer's likelihood under the model (exp of its mean token "
         "log-prob when sampled) mapped to the accuracy of other prompts' answers with a "
-        "similar likelihood (10 equal-count bins, 5 folds by the task's cluster). No grade is "
-        "needed at inference either way.")
+        "similar likelihood (10 equal-count bins, 5 folds by the task's cluster); 'readout', "
+        "the probability of being right that a linear probe of the model's own state at "
+        "<confidence> gives the answer, fitted on the other folds' graded answers (the "
+        "evaluation's readout reference, so the stated value learns to say what its state "
+        "holds; needs analysis=own). No grade is needed at inference either way.")
     analysis: Literal["own", "reanswer"] = Field(
         "own", description="The turn-2 analysis the model is taught to write before its "
         "value: 'own', the analysis it writes now (kept as it is); 'reanswer', the question "
@@ -84,9 +88,12 @@ class CalibrateSection(ConfidenceSampling):
             raise ValueError(f"analysis=reanswer shows {self.reanswers} other answers of the "
                              f"prompt: answers_per_prompt must exceed reanswers, got "
                              f"{self.answers_per_prompt}")
-        if self.target == "mapped_likelihood" and self.prompts < 2:
-            raise ValueError("target=mapped_likelihood maps on held-out prompts: prompts must "
+        if self.target in ("mapped_likelihood", "readout") and self.prompts < 2:
+            raise ValueError(f"target={self.target} maps on held-out prompts: prompts must "
                              "be at least 2")
+        if self.target == "readout" and self.analysis != "own":
+            raise ValueError("target=readout probes the state after the model's own analysis: "
+                             "it needs analysis=own")
         if self.target in ("agreement", "mapped_agreement") and self.answers_per_prompt < 2:
             raise ValueError(f"target={self.target} compares a prompt's answers: answers_per_prompt "
                              "must be at least 2")

@@ -143,7 +143,7 @@ class Task(ABC):
 
     def readout_cluster(self, ground_truth: Mapping[str, Any]) -> Hashable:
         """The cluster whose answers the evaluation keeps together: in one fold of the readout
-        reference (`calibrl.evaluation.readout`) and of the difficulty table, and in one draw of
+        reference (`calibrl.algo.readout`) and of the difficulty table, and in one draw of
         the bootstrap — problems that share what a probe could learn from one to score another
         (the facts task: a country's questions). Default: the problem itself, `problem_key`
         (Countdown: each problem its own cluster)."""

@@ -224,7 +224,8 @@ def run_calibrate(config: CalibrateSettings) -> dict[str, Any]:
     start = time.perf_counter()
     engine = make_engine("hf", model, tokenizer, decode=config.decode)
     with tqdm(total=len(examples), desc="answer and grade", disable=not config.progress) as bar:
-        graded = sample_graded(engine, tokenizer, examples, config, progress=bar.update)
+        graded = sample_graded(engine, tokenizer, examples, config, progress=bar.update,
+                               model=model)
     sampled_s = time.perf_counter() - start
     rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples}, graded, values, config)
     labels = [g.correct for g in graded]

@@ -30,6 +30,7 @@ import torch
 
 from calibrl.algo import score_tree
 from calibrl.algo.confidence_loss import nearest_value_index
+from calibrl.algo.readout import last_states, out_of_fold_readout, state_sequences
 from calibrl.algo.self_estimates import (
     agreement,
     answer_likelihood,
@@ -70,6 +71,7 @@ class GradedAnswer:
     agreement: float = 0.0  # share of the prompt's other answers that give the same answer
     likelihood: float = 0.0  # exp(mean token log-prob) of the answer when sampled (0: none)
     cluster: str = ""  # Task.readout_cluster: what held-out targets keep in one fold
+    readout: float = 0.0  # the out-of-fold probe of the state at <confidence> (target=readout)
 
 
 @dataclass(frozen=True)
@@ -99,10 +101,12 @@ def _analyses(config: CalibrateSection, keys: Sequence[str | None], answers: Seq
 
 
 def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
-                  config: CalibrateSection, progress: Any = None) -> list[GradedAnswer]:
+                  config: CalibrateSection, progress: Any = None, model: Any = None
+                  ) -> list[GradedAnswer]:
     """`answers_per_prompt` graded answers per example with one analysis each (the model's own
     turn-2 analysis, or its re-answers: `config.analysis`), sampled in chunks of
-    `batch_prompts` (seeded by `config.seed` and the chunk)."""
+    `batch_prompts` (seeded by `config.seed` and the chunk). `model` (the engine's) reads the
+    states `target="readout"` probes."""
     rollout = RolloutSettings(num_generations_answer=config.answers_per_prompt,
                               num_generations_confidence=1, temperature=config.temperature,
                               top_p=config.top_p, top_k=config.top_k,
@@ -110,6 +114,7 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
                               max_confidence_tokens=config.max_confidence_tokens,
                               confidence_question=config.confidence_question)
     graded: list[GradedAnswer] = []
+    states: list[list[int]] = []  # per answer, the sequence whose last state the probe reads
     for n, start in enumerate(range(0, len(examples), config.batch_prompts)):
         chunk = examples[start:start + config.batch_prompts]
         seed = config.seed * 1_000_003 + n
@@ -117,6 +122,8 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
         if config.analysis == "own":  # a re-answer analysis is built from turn 1 alone
             sample_confidences(engine, tokenizer, tree, chunk, rollout, n=1, seed=seed)
         score_tree(tree)
+        if config.target == "readout":
+            states += state_sequences(tokenizer, tree)
         for prompt in tree.prompts:
             task = get_task(prompt.data_source)
             keys = answer_keys(prompt)
@@ -130,8 +137,22 @@ def sample_graded(engine: Any, tokenizer: Any, examples: Sequence[TaskExample],
                     answer_likelihood(answer.sample.logprobs) or 0.0, cluster))
         if progress is not None:
             progress(len(chunk))
+    if config.target == "readout":
+        graded = _with_readout(model, states, graded)
     targets = confidence_targets(config.target, graded)
     return [replace(g, target=t) for g, t in zip(graded, targets, strict=True)]
+
+
+def _with_readout(model: Any, states: Sequence[Sequence[int]],
+                  graded: Sequence[GradedAnswer]) -> list[GradedAnswer]:
+    """Each answer with the probability of being right that a probe of the model's state at
+    `<confidence>` gives it, fitted on the other folds (by cluster) of the graded answers."""
+    if len({g.cluster for g in graded}) < 2:
+        raise UserError("target=readout fits its probe on other prompts: the graded prompts "
+                        "are all one cluster; use more prompts")
+    probe = out_of_fold_readout(last_states(model, states), [g.correct for g in graded],
+                                [g.cluster for g in graded])
+    return [replace(g, readout=float(p)) for g, p in zip(graded, probe, strict=True)]
 
 
 def _likelihood_targets(graded: Sequence[GradedAnswer]) -> list[float]:
@@ -152,6 +173,7 @@ CONFIDENCE_TARGETS: dict[str, Callable[[Sequence[GradedAnswer]], list[float]]] =
     "mapped_agreement": lambda graded: mapped_targets([g.agreement for g in graded],
                                                       [g.correct for g in graded]),
     "mapped_likelihood": _likelihood_targets,
+    "readout": lambda graded: [g.readout for g in graded],
 }
 
 

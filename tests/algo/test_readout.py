@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import torch
 
-from calibrl.algo.self_estimates import cluster_folds as fold_of
-from calibrl.evaluation.metrics import auroc
-from calibrl.evaluation.readout import (
+from calibrl.algo.readout import (
     READOUT_L2,
     fit_logistic,
     last_states,
     out_of_fold_readout,
     state_position,
 )
+from calibrl.algo.self_estimates import cluster_folds as fold_of
+from calibrl.evaluation.metrics import auroc
 from calibrl.models import build_tiny_model, build_tokenizer
 
 

@@ -6,7 +6,7 @@ import time
 
 from training.coin_task import CoinTask
 
-DELAY_S = 0.3
+DELAY_S = 0.6  # a step then outlasts the 1.2 s the test waits between its two signals
 _check = CoinTask.check
 
 

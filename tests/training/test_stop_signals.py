@@ -115,7 +115,7 @@ def test_sigterm_checkpoints_the_step_reached_and_resume_ends_as_a_straight_run(
 def test_a_second_signal_ends_the_run_at_once(tmp_path):
     model, train = coin_run(tmp_path)
     run = tmp_path / "run"
-    # Steps of seconds (8 verdicts of 0.3 s each): the second signal must come after
+    # Steps of seconds (8 verdicts of 0.6 s each): the second signal must come after
     # REPEAT_AFTER_S (before it, it would be the first one passed on by a launcher) and still
     # inside the step in flight.
     args = _train_args(model, train, tmp_path, "optim.total_steps=50",

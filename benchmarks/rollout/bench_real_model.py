@@ -47,7 +47,8 @@ def _generate(model, tokenizer, prompts, args, n) -> list[list[int]]:
                              temperature=args.temperature, top_p=args.top_p, top_k=0,
                              max_new_tokens=args.new_tokens, num_return_sequences=n,
                              pad_token_id=pad)
-    ends = {tokenizer.eos_token_id, *torch.tensor(model.generation_config.eos_token_id).flatten().tolist()}
+    config_ends = torch.tensor(model.generation_config.eos_token_id).flatten().tolist()
+    ends = {tokenizer.eos_token_id, *config_ends}
     rows = []
     for row in out[:, width:].tolist():
         end = next((i + 1 for i, t in enumerate(row) if t in ends), len(row))
@@ -79,11 +80,11 @@ def _check_samples(engine, model, tokenizer, prompts, args) -> dict:
     """Both paths' samples, K per prompt, compared in distribution (module docstring)."""
     params = SamplingParams(n=args.check_samples, temperature=args.temperature,
                             top_p=args.top_p, max_new_tokens=args.new_tokens, seed=1)
-    ours = [(p, g.token_ids) for p, gens in zip(prompts, engine.generate(prompts, params), strict=True)
-            for g in gens]
+    sampled = engine.generate(prompts, params)
+    ours = [(p, g.token_ids) for p, gens in zip(prompts, sampled, strict=True) for g in gens]
     torch.manual_seed(1)
-    theirs = [(prompts[i // args.check_samples], s)
-              for i, s in enumerate(_generate(model, tokenizer, prompts, args, args.check_samples))]
+    rows = _generate(model, tokenizer, prompts, args, args.check_samples)
+    theirs = [(prompts[i // args.check_samples], s) for i, s in enumerate(rows)]
     result = {"samples_per_side": len(ours)}
     for name, stat in (("length", lambda p, s: float(len(s))),
                        ("log_likelihood", lambda p, s: _log_likelihood(model, p, s))):

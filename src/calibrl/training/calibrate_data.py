@@ -147,18 +147,21 @@ def _with_readout(model: Any, states: Sequence[Sequence[int]],
                   graded: Sequence[GradedAnswer]) -> list[GradedAnswer]:
     """Each answer with the probability of being right that a probe of the model's state at
     `<confidence>` gives it, fitted on the other folds (by cluster) of the graded answers."""
-    if len({g.cluster for g in graded}) < 2:
-        raise UserError("target=readout fits its probe on other prompts: the graded prompts "
-                        "are all one cluster; use more prompts")
+    _require_clusters(graded, "readout")
     probe = out_of_fold_readout(last_states(model, states), [g.correct for g in graded],
                                 [g.cluster for g in graded])
     return [replace(g, readout=float(p)) for g, p in zip(graded, probe, strict=True)]
 
 
-def _likelihood_targets(graded: Sequence[GradedAnswer]) -> list[float]:
+def _require_clusters(graded: Sequence[GradedAnswer], target: str) -> None:
+    """The held-out targets fit on other clusters' answers: at least two are needed."""
     if len({g.cluster for g in graded}) < 2:
-        raise UserError("target=mapped_likelihood maps each answer's likelihood on other "
-                        "prompts: the graded prompts are all one cluster; use more prompts")
+        raise UserError(f"target={target} fits on other prompts' answers: the graded prompts "
+                        "are all one cluster; use more prompts")
+
+
+def _likelihood_targets(graded: Sequence[GradedAnswer]) -> list[float]:
+    _require_clusters(graded, "mapped_likelihood")
     return held_out_binned_targets([g.likelihood for g in graded], [g.correct for g in graded],
                                    cluster_folds([g.cluster for g in graded]).tolist())
 

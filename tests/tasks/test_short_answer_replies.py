@@ -57,3 +57,24 @@ def test_vocabularies_are_one_per_kind():
     assert vocab["city"].named_value("in Japan") == "Japan"
     assert vocab["capital"].named_value("in Japan") is None
     assert Vocabulary([]).named_value("Lima") is None
+
+
+@pytest.mark.parametrize(("reply", "prefix"), [
+    ("The capital of Peru is Lima, a city of ten million.", "The capital of Peru is Lima"),
+    ("Lima or Paris? Paris, I think.", "Lima or Paris? Paris"),
+    ("The capital of Mexico is Mexico City.", "The capital of Mexico is Mexico City"),
+    ("I do not know.", None),
+    ("", None),
+])
+def test_the_prefix_ends_right_after_the_value_said_last(reply, prefix):
+    vocab = Vocabulary(CAPITALS + [["Mexico City"]])
+    assert vocab.named_prefix(reply) == prefix
+    if prefix is not None:
+        assert vocab.named_value(prefix) == vocab.named_value(reply)
+
+
+def test_the_prefix_does_not_stop_inside_a_longer_name():
+    countries = Vocabulary(COUNTRIES + [["Mexico City"]])
+    assert countries.named_prefix("It is in Mexico City, not Mexico") == (
+        "It is in Mexico City, not Mexico")
+    assert countries.named_prefix("Mexico City is big") == "Mexico City"

@@ -46,6 +46,23 @@ def test_replies_become_rows_answering_what_the_model_said():
     assert get_task("short_answer").check(trace, {"answers": ["Lima"]})
 
 
+def test_with_think_the_reply_cut_after_its_value_is_the_think_step():
+    examples = _examples()
+    replies = [reply for *_, reply in QUESTIONS.values()]
+    rows, counts = rewrite_replies(examples, replies, think=True)
+    plain, plain_counts = rewrite_replies(examples, replies)
+    assert counts == plain_counts
+    assert [r.ground_truth for r in rows] == [r.ground_truth for r in plain]
+    steps = {r.ground_truth["question"]: r.extra["steps"] for r in rows}
+    assert steps["What is the capital of Mexico?"] == ["The capital of Mexico is Lima."]
+    assert steps["Which country is Lyon in?"] == ["Lyon is in Japan."]
+    task = get_task("short_answer")
+    mexico = next(r for r in rows if "Mexico" in r.ground_truth["question"])
+    trace = task.reference_trace(mexico)
+    assert "The capital of Mexico is Lima." in trace and task.check(trace, {"answers": ["Lima"]})
+    assert "Lima." not in task.reference_trace(plain[1])  # no think step without `think`
+
+
 class _Replier:
     """Replies by the question in the prompt; records how it was asked."""
 

@@ -62,6 +62,10 @@ class FormatSection(Section):
 
     max_new_tokens: int = Field(gt=0, description="Longest reply; a reply is read by name.")
     temperature: float = Field(ge=0, description="0: its most likely reply.")
+    think: bool = Field(False, description="Keep the reply, cut after the value it names, as "
+                        "the think step before the answer, so the answer is a name copied from "
+                        "the model's own sentence whatever the question's kind (False: an "
+                        "empty think block).")
 
 
 class RealDemoSettings(DemoStages):
@@ -121,7 +125,7 @@ def stage_format(settings: RealDemoSettings, console: Console) -> Path:
         engine, tokenizer, load_examples(out / "data/format.parquet"),
         known=load_examples(out / "data/train.parquet"),
         max_new_tokens=settings.format.max_new_tokens, temperature=settings.format.temperature,
-        seed=settings.seed)
+        seed=settings.seed, think=settings.format.think)
     console.print(format_counts_line(counts))
     if not rows:
         raise UserError(f"none of the model's {sum(counts.values())} replies to the format "

@@ -9,7 +9,8 @@ folded (`normalize_answer`), whole words only:
   after a format warm-up are judged alike;
 - `named_value`: which value of a vocabulary (e.g. every capital a training split asks about)
   a reply names, so the model's own replies can be rewritten into the answer tags: a format
-  warm-up that teaches the tags and no fact, since the answer is the model's own.
+  warm-up that teaches the tags and no fact, since the answer is the model's own;
+  `named_prefix` cuts the reply after it, the sentence the model said it in.
 """
 
 from __future__ import annotations
@@ -63,10 +64,29 @@ class Vocabulary:
         "Osaka is a city in Japan" names Japan), the longest where two start together; None
         when it names none. Only the first `READ_CHARS` characters are read: a reply to a
         short question that runs longer is no answer to rewrite."""
-        if self._pattern is None or not isinstance(reply, str):
-            return None
-        found = [m.group(1) for m in self._pattern.finditer(normalize_answer(reply[:READ_CHARS]))]
+        found = self._found(reply)
         return self.canonical[found[-1]] if found else None
+
+    def named_prefix(self, reply: str) -> str | None:
+        """The reply cut right after the last value it names ("The capital of Svalbard is
+        Oslo, Norway." with capitals -> "The capital of Svalbard is Oslo"): the shortest
+        prefix, ending at a word, that names every value the whole reply names, the same
+        last; None when it names none."""
+        found = self._found(reply)
+        if not found:
+            return None
+        text = reply[:READ_CHARS]
+        for match in re.finditer(r"\w+", text):
+            prefix = text[:match.end()]
+            named = self._found(prefix)
+            if len(named) == len(found) and named[-1] == found[-1]:
+                return prefix
+        return text
+
+    def _found(self, text: str) -> list[str]:
+        if self._pattern is None or not isinstance(text, str):
+            return []
+        return [m.group(1) for m in self._pattern.finditer(normalize_answer(text[:READ_CHARS]))]
 
 
 def vocabularies(answers_by_kind: Iterable[tuple[str, Sequence[str]]]) -> dict[str, Vocabulary]:

@@ -150,9 +150,11 @@ class ShortAnswerTask(AnswerBlockTask):
 
     def reference_trace(self, example: TaskExample, rng: random.Random | None = None,
                         failed_attempts: int = 0) -> str | None:
-        """The first accepted answer after an empty think block: the data sets give no
-        reasoning, and a recalled fact has no search to show."""
-        return answer_trace([], example.ground_truth["answers"][0])
+        """The first accepted answer after the example's reasoning steps (`extra["steps"]`,
+        e.g. the model's own sentence naming it; usually none: the data sets give no reasoning,
+        and a recalled fact has no search to show)."""
+        return answer_trace(list(example.extra.get("steps") or ()),
+                            example.ground_truth["answers"][0])
 
     # No wrong_trace: one row holds no plausible wrong answer (a made-up one would teach the
     # confidence turn that wrong answers look made up).

@@ -374,3 +374,24 @@ def test_readout_targets_are_the_probe_of_each_answers_state(tmp_path, data_and_
 def test_readout_target_needs_the_models_own_analysis(tmp_path):
     with pytest.raises(UserError, match="analysis=own"):
         config(tmp_path, target="readout", analysis="reanswer", answers_per_prompt=4)
+
+
+def test_frozen_states_train_the_same_weights_as_the_full_forward(tmp_path):
+    tokenizer = build_tokenizer(model_max_length=512)
+    values = value_tokens(tokenizer)
+    trained = []
+    for frozen in (False, True):
+        model = build_tiny_model(tokenizer, seed=0, hidden_size=32, num_layers=3, num_heads=2)
+        cfg = config(tmp_path, steps=4, batch_size=4, answer_batch_size=2, lr=1e-2,
+                     train_layers=1, frozen_states=frozen)
+        rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples()},
+                               graded_pairs()[:8], values, cfg)
+        model, final = train_calibration(model, tokenizer, rows, values, cfg)
+        assert final["frozen_blocks"] == (2 if frozen else 0)  # 3 blocks, the top one trained
+        trained.append(model.state_dict())
+    moved = build_tiny_model(tokenizer, seed=0, hidden_size=32, num_layers=3,
+                             num_heads=2).state_dict()
+    assert not torch.equal(trained[1]["model.layers.2.mlp.up_proj.weight"],
+                           moved["model.layers.2.mlp.up_proj.weight"])
+    for key, value in trained[0].items():
+        torch.testing.assert_close(trained[1][key], value, rtol=1e-4, atol=1e-6)

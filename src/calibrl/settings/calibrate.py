@@ -72,6 +72,13 @@ class CalibrateSection(ConfidenceSampling):
                                  "the end of turn) and of the value tokens' missing mass, so "
                                  "that the sampled turn 2 stays well formed.")
     train_layers: int | None = shared_field(SFTSection, "train_layers")
+    frozen_states: bool = Field(False, description="With train_layers: compute the frozen "
+                                "lower blocks' output for every training row once and run only "
+                                "the trained blocks at each step (checked equal to the full "
+                                "forward on the first batch, else not used). Pays off when the "
+                                "steps pass over the graded answers more than once; keeps "
+                                "[tokens, hidden] floats per row in memory (SmolLM2, 640 "
+                                "answers: about 0.3 GB).")
     bf16: bool = shared_field(SFTSection, "bf16")
     device: Literal["auto", "cpu", "cuda"] = shared_field(SFTSection, "device")
     seed: Seed = Field(0, description="Seed of sampling and batch order.")

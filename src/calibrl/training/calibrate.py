@@ -35,8 +35,15 @@ from tqdm.auto import tqdm
 from calibrl.algo.confidence_loss import CONFIDENCE_LOSSES, expected_value, value_mass_nll
 from calibrl.algo.stated_value import ValueTokens, value_tokens
 from calibrl.errors import UserError, already_holds, no_rows
-from calibrl.models.adapters import prepare_policy, trainable_parameters
+from calibrl.models.adapters import decoder_blocks, prepare_policy, trainable_parameters
 from calibrl.models.forward import logits_at, logits_from
+from calibrl.models.frozen_blocks import (
+    lower_states,
+    matches_full_forward,
+    padded,
+    splittable,
+    upper_logits,
+)
 from calibrl.settings.calibrate import CalibrateSettings
 from calibrl.training.calibrate_data import (
     ConfidenceRow,
@@ -48,7 +55,6 @@ from calibrl.training.calibrate_data import (
 from calibrl.training.sft import lr_factor, make_accelerator
 from calibrl.training.sft_batch import (
     IGNORE,
-    TokenizedConversation,
     collate,
     token_mean_loss,
 )
@@ -88,15 +94,23 @@ def first_read(labels: torch.Tensor, value_pos: torch.Tensor | None = None) -> i
     return int(min(max(int(firsts.min()) - 1, 0), labels.shape[1] - 1))
 
 
+def batch_logits(model: Any, batch: dict[str, torch.Tensor], start: int,
+                 frozen: int | None = None) -> torch.Tensor:
+    """[B, T - start, V] the logits at positions start..T-1 of a `collate` batch: from its
+    token ids, or with `frozen` from its `states` ([B, T, H]) entering block `frozen`."""
+    if frozen is None:
+        return logits_from(model, batch["input_ids"], batch["attention_mask"], start)
+    return upper_logits(model, batch["states"], batch["attention_mask"], frozen, start)
+
+
 def confidence_terms(model: Any, batch: dict[str, torch.Tensor], values: ValueTokens,
-                     loss_name: str) -> dict[str, torch.Tensor]:
+                     loss_name: str, frozen: int | None = None) -> dict[str, torch.Tensor]:
     """The scoring loss, the format CE and the value tokens' missing mass (scalars), and the
     expected stated value per row ([B], detached) of one confidence batch. Only the reply's
     positions go through the output layer (the context's logits are never read)."""
     ids, vals = (t.to(batch["input_ids"].device) for t in values.tensors())
     start = first_read(batch["labels"], batch["value_pos"])
-    logits = logits_from(model, batch["input_ids"], batch["attention_mask"],
-                         start)  # [B, T - start, V]
+    logits = batch_logits(model, batch, start, frozen)  # [B, T - start, V]
     at_value = value_logits_at(logits, batch["value_pos"] - start)  # [B, V]
     score = CONFIDENCE_LOSSES[loss_name](at_value[:, ids], vals, batch["targets"])  # [B]
     return {"score": score.mean(),
@@ -105,10 +119,11 @@ def confidence_terms(model: Any, batch: dict[str, torch.Tensor], values: ValueTo
             "expected": expected_value(at_value[:, ids], vals).detach()}
 
 
-def answer_loss(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def answer_loss(model: Any, batch: dict[str, torch.Tensor], frozen: int | None = None
+                ) -> torch.Tensor:
     """Cross-entropy on the labelled answer tokens of one `collate` batch (scalar)."""
     start = first_read(batch["labels"])
-    logits = logits_from(model, batch["input_ids"], batch["attention_mask"], start)
+    logits = batch_logits(model, batch, start, frozen)
     return token_mean_loss(logits, batch["labels"][:, start:])
 
 
@@ -132,17 +147,76 @@ class CalibrationRows:
         self.rng = random.Random(f"calibrate-{config.seed}")
         self.config = config
 
-    def draw(self) -> tuple[list[ConfidenceRow], list[TokenizedConversation]]:
+    def draw(self) -> tuple[list[int], list[int]]:
+        """The indices into `confidence` and `answers` of one step's rows."""
         k = min(self.config.batch_size, len(self.confidence))
         a = min(self.config.answer_batch_size, len(self.answers))
-        return self.rng.sample(self.confidence, k), self.rng.sample(self.answers, a)
+        return (self.rng.sample(range(len(self.confidence)), k),
+                self.rng.sample(range(len(self.answers)), a))
+
+
+class FrozenStates:
+    """Every training row's states entering the lowest trained block (`lower_states`),
+    computed once, so each step runs only the trained blocks (`upper_logits`).
+
+    Rows go through in batches of like length; each keeps [T_row, H] on the CPU."""
+
+    def __init__(self, model: Any, rows: CalibrationRows, pad: int, frozen: int, device: Any,
+                 batch_size: int = 32, progress: bool = False) -> None:
+        self.frozen = frozen
+        total = len(rows.confidence) + len(rows.answers)
+        with tqdm(total=total, desc="frozen blocks", disable=not progress) as bar:
+            self.confidence = self._states(model, rows.confidence, pad, device, batch_size, bar)
+            self.answers = self._states(model, rows.answers, pad, device, batch_size, bar)
+
+    def _states(self, model: Any, rows: list[Any], pad: int, device: Any, batch_size: int,
+                bar: Any) -> list[torch.Tensor]:
+        out: list[torch.Tensor | None] = [None] * len(rows)
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i].input_ids))
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            batch = collate([rows[i] for i in chunk], pad)
+            states = lower_states(model, batch["input_ids"].to(device),
+                                  batch["attention_mask"].to(device), self.frozen)  # [B, T, H]
+            for b, i in enumerate(chunk):
+                out[i] = states[b, :len(rows[i].input_ids)].cpu()
+            bar.update(len(chunk))
+        return out  # type: ignore[return-value]
+
+    def batch(self, which: list[torch.Tensor], indices: list[int], width: int,
+              device: Any) -> torch.Tensor:
+        """[B, width, H] the states of rows `indices` of `which`, padded as `collate` pads."""
+        return padded([which[i] for i in indices], width).to(device)
+
+
+def frozen_states(model: Any, rows: CalibrationRows, pad: int, config: CalibrateSettings,
+                  device: Any) -> FrozenStates | None:
+    """`FrozenStates` when `config.frozen_states` asks for them and the split forward equals
+    the full one on the first rows; None (every step runs the full forward) otherwise."""
+    if not config.frozen_states or config.train_layers is None or not splittable(model):
+        return None
+    frozen = len(decoder_blocks(model)[0]) - config.train_layers
+    if frozen <= 0:
+        return None
+    model.eval()  # the cached states carry no dropout; the trained blocks' own stays
+    try:
+        check = collate(rows.confidence[:config.batch_size], pad)
+        if not matches_full_forward(model, check["input_ids"].to(device),
+                                    check["attention_mask"].to(device), frozen):
+            tqdm.write("calibrate: this model's forward cannot be split at its frozen blocks; "
+                       "every step runs the full forward")
+            return None
+        return FrozenStates(model, rows, pad, frozen, device, progress=config.progress)
+    finally:
+        model.train()
 
 
 def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values: ValueTokens,
                       config: CalibrateSettings, log: Any = None
                       ) -> tuple[Any, dict[str, float]]:
     """`config.steps` steps on `model` in place; returns the trained model without accelerate's
-    wrappers and the mean losses of the last 20 steps."""
+    wrappers and the mean losses of the last 20 steps, with `frozen_blocks`: how many lower
+    blocks were read once (`frozen_states`; 0: every step ran the full forward)."""
     accelerator = make_accelerator(config)
     torch.manual_seed(config.seed)
     prepare_policy(model, train_layers=config.train_layers)
@@ -151,6 +225,9 @@ def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values:
                                   weight_decay=config.weight_decay)
     prepared, optimizer = accelerator.prepare(model, optimizer)
     pad = pad_id(tokenizer)
+    with accelerator.autocast():
+        cache = frozen_states(model, rows, pad, config, accelerator.device)
+    frozen = None if cache is None else cache.frozen
     recent: list[dict[str, float]] = []
     bar = tqdm(range(config.steps), desc="calibrate", disable=not config.progress)
     for step in bar:
@@ -158,16 +235,23 @@ def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values:
                            scheduler=config.scheduler, min_lr_ratio=config.min_lr_ratio)
         for group in optimizer.param_groups:
             group["lr"] = config.lr * factor
-        conf_rows, ans_rows = rows.draw()
-        batch = {k: v.to(accelerator.device)
-                 for k, v in confidence_batch(conf_rows, pad).items()}
+        conf_at, ans_at = rows.draw()
+        batch = {k: v.to(accelerator.device) for k, v in
+                 confidence_batch([rows.confidence[i] for i in conf_at], pad).items()}
+        if cache is not None:
+            batch["states"] = cache.batch(cache.confidence, conf_at, batch["input_ids"].shape[1],
+                                          accelerator.device)
         with accelerator.autocast():
-            terms = confidence_terms(prepared, batch, values, config.loss)
+            terms = confidence_terms(prepared, batch, values, config.loss, frozen)
             loss = terms["score"] + config.format_weight * (terms["format"] + terms["mass"])
             answer_ce = torch.zeros(())
-            if ans_rows and config.answer_weight > 0:
-                ab = {k: v.to(accelerator.device) for k, v in collate(ans_rows, pad).items()}
-                answer_ce = answer_loss(prepared, ab)
+            if ans_at and config.answer_weight > 0:
+                ab = {k: v.to(accelerator.device) for k, v in
+                      collate([rows.answers[i] for i in ans_at], pad).items()}
+                if cache is not None:
+                    ab["states"] = cache.batch(cache.answers, ans_at, ab["input_ids"].shape[1],
+                                               accelerator.device)
+                answer_ce = answer_loss(prepared, ab, frozen)
                 loss = loss + config.answer_weight * answer_ce
         if not torch.isfinite(loss):
             raise UserError(f"calibrate step {step + 1}: non-finite loss; stopped before the "
@@ -185,7 +269,8 @@ def train_calibration(model: Any, tokenizer: Any, rows: CalibrationRows, values:
         bar.set_postfix_str(f"score {row['score']:.3f}", refresh=False)
     trained = accelerator.unwrap_model(prepared, keep_fp32_wrapper=False).eval()
     keys = ("loss", "score", "format", "mass", "answer_ce")
-    return trained, ({k: sum(r[k] for r in recent) / len(recent) for k in keys} if recent else {})
+    means = {k: sum(r[k] for r in recent) / len(recent) for k in keys} if recent else {}
+    return trained, {**means, "frozen_blocks": frozen or 0}
 
 
 @torch.no_grad()
@@ -235,13 +320,16 @@ def run_calibrate(config: CalibrateSettings) -> dict[str, Any]:
     with atomic_dir(out) as tmp:
         (tmp / CONFIG_FILE).write_text(config.model_dump_json(indent=2) + "\n")
         (tmp / GRADED_FILE).write_text("".join(json.dumps(asdict(g)) + "\n" for g in graded))
+        tuning = time.perf_counter()
         with (tmp / LOG_FILE).open("w", encoding="utf-8") as log:
             model, final = train_calibration(model, tokenizer, rows, values, config, log)
+        tuning_s = time.perf_counter() - tuning
         after = expected_confidences(model, shown, values, pad_id(tokenizer))
         summary = {"answers": len(graded), "prompts": len(examples),
                    "accuracy": sum(labels) / len(labels), "target": config.target,
                    "loss": config.loss, "steps": config.steps,
                    "answer_rows": len(rows.answers), "sampling_s": sampled_s,
+                   "tuning_s": tuning_s,
                    "seconds": time.perf_counter() - start, "final": final,
                    # The expected stated value on (at most summary_rows of) the training
                    # answers, by grade.

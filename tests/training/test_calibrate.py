@@ -395,3 +395,20 @@ def test_frozen_states_train_the_same_weights_as_the_full_forward(tmp_path):
                            moved["model.layers.2.mlp.up_proj.weight"])
     for key, value in trained[0].items():
         torch.testing.assert_close(trained[1][key], value, rtol=1e-4, atol=1e-6)
+
+
+def test_frozen_states_fall_back_to_the_full_forward_where_the_split_differs(tmp_path,
+                                                                           monkeypatch, capsys):
+    import calibrl.training.calibrate as calibrate
+
+    monkeypatch.setattr(calibrate, "matches_full_forward", lambda *a, **k: False)
+    tokenizer = build_tokenizer(model_max_length=512)
+    values = value_tokens(tokenizer)
+    model = build_tiny_model(tokenizer, seed=0, hidden_size=32, num_layers=3, num_heads=2)
+    cfg = config(tmp_path, steps=2, batch_size=4, answer_batch_size=2, lr=1e-2,
+                 train_layers=1, frozen_states=True)
+    rows = CalibrationRows(tokenizer, {ex.index: ex for ex in examples()}, graded_pairs()[:8],
+                           values, cfg)
+    _, final = train_calibration(model, tokenizer, rows, values, cfg)
+    assert final["frozen_blocks"] == 0
+    assert "cannot be split" in capsys.readouterr().out

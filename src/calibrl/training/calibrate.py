@@ -193,7 +193,8 @@ def frozen_states(model: Any, rows: CalibrationRows, pad: int, config: Calibrate
                   device: Any) -> FrozenStates | None:
     """`FrozenStates` when `config.frozen_states` asks for them and the split forward equals
     the full one on the first rows; None (every step runs the full forward) otherwise."""
-    if not config.frozen_states or config.train_layers is None or not splittable(model):
+    if (not config.frozen_states or config.train_layers is None or not rows.confidence
+            or not splittable(model)):
         return None
     frozen = len(decoder_blocks(model)[0]) - config.train_layers
     if frozen <= 0:

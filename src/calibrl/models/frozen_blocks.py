@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from calibrl.errors import UserError
 from calibrl.models.adapters import decoder_blocks
 
 
@@ -42,7 +43,7 @@ def splittable(model: Any) -> bool:
     """Whether `model` has the parts the split reads: blocks in `.layers` and a final norm."""
     try:
         _, norm = decoder_blocks(model)
-    except Exception:  # noqa: BLE001 - any decoder without `.layers` just cannot be split
+    except UserError:  # a decoder without `.layers` cannot be split
         return False
     return norm is not None
 

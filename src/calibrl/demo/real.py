@@ -21,7 +21,6 @@
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -98,8 +97,7 @@ def stage_world_data(settings: RealDemoSettings, console: Console) -> dict[str, 
                                min_city_population=data.min_city_population,
                                cities_per_country=data.cities_per_country)
     console.print(table, markup=False)
-    train = list(rows["train"])
-    random.Random(settings.seed).shuffle(train)
+    train = rows["train"]  # in an order whose every prefix keeps each group's share
     rows["format"] = train[:data.format_prompts]
     rows["rl"] = train[data.format_prompts:data.format_prompts + data.rl_prompts]
     write_splits(Path(settings.out_dir) / "data", rows)

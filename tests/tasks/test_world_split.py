@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import sys
+from collections import Counter
 
 import pytest
 from hypothesis import given, settings
@@ -39,7 +40,9 @@ from calibrl.tasks.short_answer.world_split import (
     HELD_OUT,
     components,
     count_table,
+    interleaved,
     split_world_facts,
+    stratified_test_set,
     world_examples,
 )
 from calibrl.tasks.short_answer.world_types import (
@@ -112,6 +115,51 @@ def test_the_test_split_fills_up_to_its_share_with_small_components():
     facts = [fact("capital", f"country:{i}", f"city:{i}") for i in range(100)]
     splits = split_world_facts(facts, seed=1, test_fraction=0.25)
     assert (len(splits["train"]), len(splits["test"])) == (75, 25)
+
+
+def test_each_group_keeps_its_share_of_the_test_split():
+    # An unstratified split draws 25 of 100 at random: its 5 of 20 continents would vary.
+    facts = ([fact("capital", f"country:{i}") for i in range(80)]
+             + [fact("continent", f"island:{i}") for i in range(20)])
+    for seed in range(10):
+        test = split_world_facts(facts, seed=seed, test_fraction=0.25)["test"]
+        assert Counter(f.fact_type for f in test) == {"capital": 20, "continent": 5}
+
+
+def squared_distance(groups: list[str], chosen: set[int], target: int) -> float:
+    """How far the chosen facts' count of each group is from its share of `target`, summed."""
+    total = Counter(groups)
+    return sum((sum(groups[i] == g for i in chosen) - target * n / len(groups)) ** 2
+               for g, n in total.items())
+
+
+@settings(max_examples=60, deadline=None)
+@given(FACTS, st.integers(0, 5), st.sampled_from([0.1, 0.3, 0.5]))
+def test_no_linked_set_left_out_would_fit_and_bring_the_groups_nearer(facts, seed, fraction):
+    groups = [f.group for f in facts]
+    linked = components(facts)
+    target = round(fraction * len(facts))
+    chosen = stratified_test_set(groups, linked, target, random.Random(seed))
+    assert len(chosen) <= target
+    assert all(set(m) <= chosen or not set(m) & chosen for m in linked)  # sets go whole
+    for members in linked:
+        if not set(members) & chosen and len(chosen) + len(members) <= target:
+            assert (squared_distance(groups, chosen | set(members), target)
+                    >= squared_distance(groups, chosen, target) - 1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from("abcde"), max_size=80), st.integers(0, 5))
+def test_every_prefix_of_the_interleaved_rows_holds_each_group_near_its_share(groups, seed):
+    rows = [fact("capital", f"country:{i}", n=i) for i in range(len(groups))]
+    group_of = {row: g for row, g in zip(rows, groups, strict=True)}
+    order = interleaved(rows, groups, random.Random(seed))
+    assert sorted(order, key=rows.index) == rows
+    total = Counter(groups)
+    for k in range(1, len(order) + 1):
+        held = Counter(group_of[row] for row in order[:k])
+        for g, n in total.items():
+            assert abs(held[g] - k * n / len(rows)) <= 1 + len(total) * n / len(rows)
 
 
 def test_linked_facts_go_together():

@@ -6,10 +6,10 @@ linked set (a connected component) goes to one split whole. So no entity of a te
 subject or its answer, appears in any training question: a model cannot have trained on the
 capital of France, nor on France at all, when it is tested on it. The components, in an order
 drawn by `seed`, are taken into the test split while they fit in `test_fraction` of the facts
-and bring its counts of the groups (`type/tier`) no farther from the groups' shares: a split by entity that keeps each group's share, so train and test are as hard as
-each other (an unstratified split of the default facts differed by 9-20 % of the rows in its mix
-of groups, and a confidence learnt on train then misjudged test's level). What is left is the
-training split. A held-out type (`hold_out`) is not split: every fact of it goes to the
+and bring its counts of the groups (`type/tier`) no farther from the groups' shares: a split by
+entity that keeps each group's share, so train and test are as hard as each other (an
+unstratified split of the default facts differed by 9-20 % of the rows in its mix of groups).
+What is left is the training split. A held-out type (`hold_out`) is not split: every fact of it goes to the
 `held_out` split (its entities may appear in training questions of other types), so a type can
 stay out of every stage and test whether what was learnt carries over to a new kind of question.
 Each split's rows are then ordered by `seed` so that every prefix holds each group in about its

@@ -156,13 +156,13 @@ def test_every_linked_set_left_out_would_not_fit_or_take_the_groups_farther(fact
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.sampled_from("abcde"), max_size=80), st.integers(0, 5))
 def test_every_prefix_of_the_interleaved_rows_holds_each_group_near_its_share(groups, seed):
-    rows = [fact("capital", f"country:{i}", n=i) for i in range(len(groups))]
-    group_of = {row: g for row, g in zip(rows, groups, strict=True)}
-    order = interleaved(rows, groups, random.Random(seed))
+    rows = [WorldFact("capital", f"capital #{i}?", ("x",), tier, (f"country:{i}",))
+            for i, tier in enumerate(groups)]
+    order = interleaved(rows, random.Random(seed))
     assert sorted(order, key=rows.index) == rows
-    total = Counter(groups)
+    total = Counter(row.group for row in rows)
     for k in range(1, len(order) + 1):
-        held = Counter(group_of[row] for row in order[:k])
+        held = Counter(row.group for row in order[:k])
         for g, n in total.items():
             assert abs(held[g] - k * n / len(rows)) <= 1 + len(total) * n / len(rows)
 

@@ -9,8 +9,8 @@ drawn by `seed`, are taken into the test split while they fit in `test_fraction`
 and bring its counts of the groups (`type/tier`) no farther from the groups' shares: a split by
 entity that keeps each group's share, so train and test are as hard as each other (an
 unstratified split of the default facts differed by 9-20 % of the rows in its mix of groups).
-What is left is the training split. A held-out type (`hold_out`) is not split: every fact of it goes to the
-`held_out` split (its entities may appear in training questions of other types), so a type can
+What is left is the training split. A held-out type (`hold_out`) is not split: every fact of it
+goes to the `held_out` split (its entities may appear in training questions of other types), so a type can
 stay out of every stage and test whether what was learnt carries over to a new kind of question.
 Each split's rows are then ordered by `seed` so that every prefix holds each group in about its
 share (`interleaved`): the first rows a stage takes are a fair sample of the split.
@@ -79,8 +79,7 @@ def split_world_facts(facts: Sequence[WorldFact], *, seed: int = 0,
               "test": [f for i, f in enumerate(rest) if i in in_test]}
     if held_types:
         splits[HELD_OUT] = held
-    return {name: interleaved(rows, [f.group for f in rows], rng)
-            for name, rows in splits.items()}
+    return {name: interleaved(rows, rng) for name, rows in splits.items()}
 
 
 def stratified_test_set(groups: Sequence[str], linked: Sequence[Sequence[int]], target: int,
@@ -91,7 +90,7 @@ def stratified_test_set(groups: Sequence[str], linked: Sequence[Sequence[int]], 
     count / all facts). Taking the best set each time gets nearer the shares, but puts most of
     the same facts in every seed's test split."""
     total = Counter(groups)
-    share = {g: target * n / len(groups) for g, n in total.items()} if groups else {}
+    share = {g: target * n / len(groups) for g, n in total.items()}
     order = list(linked)
     rng.shuffle(order)
     taken: Counter = Counter()
@@ -108,14 +107,13 @@ def stratified_test_set(groups: Sequence[str], linked: Sequence[Sequence[int]], 
     return in_test
 
 
-def interleaved(rows: Sequence[WorldFact], groups: Sequence[str],
-                rng: random.Random) -> list[WorldFact]:
-    """`rows` (with their `groups`) shuffled within each group and merged so that the r-th of a
-    group's n rows sits at (r + u) / n of the way, u uniform in [0, 1): any prefix of k rows then
-    holds each group's share of k within 1 + (number of groups) x the group's fraction."""
+def interleaved(rows: Sequence[WorldFact], rng: random.Random) -> list[WorldFact]:
+    """`rows` shuffled within each group and merged so that the r-th of a group's n rows sits at
+    (r + u) / n of the way, u uniform in [0, 1): any prefix of k rows then holds each group's
+    share of k within 1 + (number of groups) x the group's fraction."""
     members: dict[str, list[int]] = {}
-    for i, group in enumerate(groups):
-        members.setdefault(group, []).append(i)
+    for i, row in enumerate(rows):
+        members.setdefault(row.group, []).append(i)
     placed = []
     for group in sorted(members):  # sorted: the same rng draws whatever order rows came in
         indices = members[group]

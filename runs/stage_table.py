@@ -1,11 +1,11 @@
 """Recipe: the demo's stage table, mean ± sd over finished demo runs (one per seed).
 
 Each folder is the output of one `calibrl demo` (Countdown, facts or the real model) with the
-confidence warm-up: it reads the evaluations each recipe writes (`eval-zero-shot/` and
-`eval-held-out/` are the real model's) and prints, per stage, the stated confidence's metrics
-and, on the same answers, the three references (difficulty table, readout, answer likelihood)
-and the stated value's other reading (the expected or the sampled value), then the
-within-group AUROC of each difficulty group. The RL
+confidence warm-up: it reads the evaluations each recipe writes (`eval-zero-shot/`,
+`eval-held-out/` and the `-recalibrated` ones are the real model's) and prints, per stage, the
+stated confidence's metrics and, on the same answers, the three references (difficulty table,
+readout, answer likelihood) and the stated value's other reading (the expected or the sampled
+value), then the within-group AUROC of each difficulty group. The RL
 baselines from the same answer warm-up are added where `runs/compare_modes.py` wrote them into
 the folder's `baselines/` (two-turn RLCR without the confidence warm-up, RLVR, single-turn RLCR):
 
@@ -29,10 +29,12 @@ STAGES = (("eval-zero-shot", "the model as it comes"),
           ("eval-before", "answer warm-up (SFT)"),
           ("eval-calibrated", "confidence warm-up"),
           ("eval-after", "then two-turn RLCR"),
+          ("eval-after-recalibrated", "the same, recalibrated (Platt map on other questions)"),
           ("baselines/eval-two_turn-seed*", "two-turn RLCR without the confidence warm-up"),
           ("baselines/eval-rlvr-seed*", "RLVR from the answer warm-up"),
           ("baselines/eval-rlcr-seed*", "single-turn RLCR from the answer warm-up"),
-          ("eval-held-out", "after RL, held-out fact type"))
+          ("eval-held-out", "after RL, held-out fact type"),
+          ("eval-held-out-recalibrated", "after RL, held-out fact type, recalibrated"))
 REFERENCES = (("difficulty_table", "difficulty table (no model)"),
               ("readout", "readout of the state (not stated)"),
               ("answer_likelihood", "answer likelihood (not stated)"),

@@ -1,9 +1,12 @@
 """The real-model recipe (configs/demo_real.yaml): it loads, its data stage splits the training
-questions in two, and its tables name every stage. The run itself is in tests/real_model."""
+questions in three, its tables name every stage, and its recalibration fits and applies a map.
+The run itself is in tests/real_model."""
 
+import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from rich.console import Console
@@ -11,12 +14,16 @@ from rich.console import Console
 from calibrl.demo.pipeline import load_demo_settings
 from calibrl.demo.real import (
     HELD_OUT_EVAL,
+    RECALIBRATED,
+    RECALIBRATION,
     RealDemoSettings,
     format_counts_line,
     real_stage_rows,
+    stage_recalibrate,
     stage_world_data,
 )
 from calibrl.errors import UserError
+from calibrl.evaluation.run import read_predictions, write_run
 from calibrl.settings.base import leaf_fields
 
 RECIPE = Path(__file__).resolve().parents[2] / "configs/demo_real.yaml"
@@ -37,19 +44,21 @@ def test_every_setting_has_help_text():
     assert [k for k, f in leaf_fields(RealDemoSettings).items() if not f.description] == []
 
 
-def test_the_data_stage_splits_training_questions_into_format_and_rl(tmp_path):
+def test_the_data_stage_splits_training_questions_into_format_rl_and_recalibration(tmp_path):
     settings = load_demo_settings(RECIPE, [f"out_dir={tmp_path}", "data.format_prompts=50",
-                                           "data.rl_prompts=40"])
+                                           "data.rl_prompts=40",
+                                           "data.recalibration_prompts=30"])
     counts = stage_world_data(settings, Console(quiet=True))
-    assert counts["format"] == 50 and counts["rl"] == 40
+    assert counts["format"] == 50 and counts["rl"] == 40 and counts[RECALIBRATION] == 30
     rows = {name: pq.read_table(tmp_path / f"data/{name}.parquet").to_pylist()
-            for name in ("train", "test", "held_out", "format", "rl")}
+            for name in ("train", "test", "held_out", "format", "rl", RECALIBRATION)}
 
     def questions(name):
         return {r["reward_model"]["ground_truth"]["question"] for r in rows[name]}
 
-    assert questions("format") | questions("rl") <= questions("train")
+    assert questions("format") | questions("rl") | questions(RECALIBRATION) <= questions("train")
     assert not questions("format") & questions("rl")
+    assert not (questions("format") | questions("rl")) & questions(RECALIBRATION)
     assert not questions("train") & (questions("test") | questions("held_out"))
     held_types = Counter(r["extra_info"]["fact_type"] for r in rows["held_out"])
     assert set(held_types) == set(settings.data.hold_out_type)
@@ -57,12 +66,51 @@ def test_the_data_stage_splits_training_questions_into_format_and_rl(tmp_path):
                    for name in ("train", "test") for r in rows[name])
 
 
+def test_no_recalibration_questions_write_no_split(tmp_path):
+    settings = load_demo_settings(RECIPE, [f"out_dir={tmp_path}", "data.format_prompts=50",
+                                           "data.rl_prompts=40",
+                                           "data.recalibration_prompts=0"])
+    assert RECALIBRATION not in stage_world_data(settings, Console(quiet=True))
+    assert not (tmp_path / f"data/{RECALIBRATION}.parquet").exists()
+
+
 def test_the_tables_name_every_stage_in_order():
+    # in the order the stages report, whatever order they finished in
     results = {name: {"accuracy": 0.5, "count": 4} for name in
-               ("eval-zero-shot", "eval-before", "eval-calibrated", "eval-after", HELD_OUT_EVAL)}
+               ("eval-zero-shot", "eval-before", "eval-calibrated", "eval-after", HELD_OUT_EVAL,
+                *RECALIBRATED.values())}
     names = [row["name"] for row in real_stage_rows(results)]
     assert names == ["the model as it comes", "format warm-up", "confidence warm-up",
-                     "then two-turn RLCR", "after RL, held-out fact type"]
+                     "then two-turn RLCR", "RLCR, recalibrated (Platt)",
+                     "after RL, held-out fact type", "held-out fact type, recalibrated (Platt)"]
+
+
+def overconfident_rows(n, seed):
+    """Answers stating 0.2-0.9, right at half that rate, in groups of two."""
+    rng = np.random.default_rng(seed)
+    stated = rng.uniform(0.2, 0.9, n)
+    return [{"index": i, "correct": bool(rng.random() < c / 2), "confidence": 0.0,
+             "stated_expected": float(c), "format_ok": True, "answer_len": 4, "conf_len": 9,
+             "group": f"g{i % 2}", "cluster": str(i)} for i, c in enumerate(stated)]
+
+
+def test_recalibration_fits_on_its_questions_and_rewrites_the_final_evaluations(tmp_path):
+    settings = load_demo_settings(RECIPE, [f"out_dir={tmp_path}", "eval.bootstrap=0"])
+    write_run(tmp_path / f"eval-{RECALIBRATION}", overconfident_rows(400, 0), settings.eval,
+              "fit")
+    raw = write_run(tmp_path / "eval-after", overconfident_rows(400, 1), settings.eval, "after")
+    results = stage_recalibrate(settings, Console(quiet=True))
+    assert list(results) == ["eval-after-recalibrated"]  # no held-out evaluation to rewrite
+    fixed = results["eval-after-recalibrated"]
+    assert raw["ece"] > 0.15 and fixed["ece"] < raw["ece"] / 2
+    assert fixed["auroc"] == pytest.approx(raw["auroc"])
+    assert fixed["within_group_auroc"] == pytest.approx(raw["within_group_auroc"])
+    rows = read_predictions(tmp_path / "eval-after-recalibrated")
+    assert [r["stated_before_recalibration"] for r in rows] == [
+        r["stated_expected"] for r in read_predictions(tmp_path / "eval-after")]
+    described = json.loads((tmp_path / "eval-after-recalibrated/recalibration.json").read_text())
+    assert described["method"] == "platt" and described["answers"] == 400
+    assert described["reading"] == "expected" and 0 < described["slope"]
 
 
 def test_the_format_line_counts_each_reading():

@@ -35,6 +35,9 @@ from calibrl.settings.demo import DemoStages
 
 REAL_RECIPE = "real"  # the value of `recipe:` that marks a real-model recipe
 HELD_OUT_EVAL = "eval-held-out"
+RECALIBRATION = "recalibration"  # the data split whose answers fit the map, and its evaluation
+RECALIBRATED = {"eval-after": "eval-after-recalibrated",
+                HELD_OUT_EVAL: f"{HELD_OUT_EVAL}-recalibrated"}
 
 
 class RealDataSection(Section):
@@ -54,6 +57,11 @@ class RealDataSection(Section):
                                 "the model (its replies become the warm-up's rows).")
     rl_prompts: int = Field(gt=0, description="Other training questions: the confidence "
                             "warm-up's and RL's prompts.")
+    recalibration_prompts: int = Field(0, ge=0, description="Other training questions, asked "
+                                       "of the final model alone: its answers fit a Platt map "
+                                       "of the stated value (`evaluation.recalibration`), "
+                                       "reported beside the stated value on the test and "
+                                       "held-out answers; 0: none.")
 
 
 class FormatSection(Section):
@@ -99,7 +107,10 @@ def stage_world_data(settings: RealDemoSettings, console: Console) -> dict[str, 
     console.print(table, markup=False)
     train = rows["train"]  # in an order whose every prefix keeps each group's share
     rows["format"] = train[:data.format_prompts]
-    rows["rl"] = train[data.format_prompts:data.format_prompts + data.rl_prompts]
+    used = data.format_prompts + data.rl_prompts
+    rows["rl"] = train[data.format_prompts:used]
+    if data.recalibration_prompts and train[used:]:
+        rows[RECALIBRATION] = train[used:used + data.recalibration_prompts]
     write_splits(Path(settings.out_dir) / "data", rows)
     counts = {name: len(split) for name, split in rows.items()}
     console.print(", ".join(f"{name} {n}" for name, n in counts.items()))
@@ -150,7 +161,9 @@ def format_counts_line(counts: Counter) -> str:
 
 STAGES = {"eval-zero-shot": "the model as it comes", "eval-before": "format warm-up",
           "eval-calibrated": "confidence warm-up", "eval-after": "then two-turn RLCR",
-          HELD_OUT_EVAL: "after RL, held-out fact type"}
+          "eval-after-recalibrated": "RLCR, recalibrated (Platt)",
+          HELD_OUT_EVAL: "after RL, held-out fact type",
+          f"{HELD_OUT_EVAL}-recalibrated": "held-out fact type, recalibrated (Platt)"}
 
 
 REAL_HEADING = "The model as it comes, format warm-up, confidence warm-up, RL"
@@ -160,7 +173,7 @@ def real_stage_rows(results: Mapping[str, Mapping[str, Any]]) -> list[dict]:
     """The evaluations (by folder name) in stage order as rows of the comparison tables."""
     from calibrl.demo.report import stage_rows
 
-    return stage_rows({STAGES[key]: metrics for key, metrics in results.items()})
+    return stage_rows({label: results[key] for key, label in STAGES.items() if key in results})
 
 
 def run_real_demo(settings: RealDemoSettings, timed: Any, console: Console
@@ -169,7 +182,7 @@ def run_real_demo(settings: RealDemoSettings, timed: Any, console: Console
     from calibrl.demo.stages import describe_model, stage_calibrate, stage_eval, stage_rl
 
     out = Path(settings.out_dir)
-    timed("data", lambda: stage_world_data(settings, console))
+    counts = timed("data", lambda: stage_world_data(settings, console))
     results: dict[str, dict[str, Any]] = {}
 
     def evaluate(name: str, model: Path | str, data: str = "test") -> None:
@@ -188,6 +201,43 @@ def run_real_demo(settings: RealDemoSettings, timed: Any, console: Console
     evaluate("eval-after", rl_model)
     if (out / "data/held_out.parquet").is_file():
         evaluate(HELD_OUT_EVAL, rl_model, "held_out")
+    if counts.get(RECALIBRATION):
+        timed("evaluation: the final model on the recalibration questions",
+              lambda: stage_eval(settings, rl_model, f"eval-{RECALIBRATION}", RECALIBRATION))
+        results.update(timed("recalibration", lambda: stage_recalibrate(settings, console)))
+    return results
+
+
+def stage_recalibrate(settings: RealDemoSettings, console: Console) -> dict[str, dict[str, Any]]:
+    """A Platt map fitted on the final model's answers to the recalibration questions, and
+    each evaluation of the final model written again through it (`RECALIBRATED`, with the
+    map in recalibration.json); returns their metrics by folder name."""
+    import json
+
+    from calibrl.evaluation.recalibration import fit_platt, reading_values, recalibrated_records
+    from calibrl.evaluation.run import read_predictions, write_run
+    from calibrl.utils.atomic import atomic_write_text
+
+    out, reading = Path(settings.out_dir), settings.eval.confidence_reading
+    confidence, correct = reading_values(read_predictions(out / f"eval-{RECALIBRATION}"),
+                                         reading)
+    if not confidence.size:
+        console.print("recalibration: no answer to the recalibration questions has a stated "
+                      "value to fit a map on; none written")
+        return {}
+    platt = fit_platt(confidence, correct)
+    console.print(f"recalibration: a Platt map fitted on {platt.answers} answers to training "
+                  f"questions no stage asked ({platt.rate:.0%} right): slope "
+                  f"{platt.slope:.2f}, intercept {platt.intercept:.2f}")
+    results = {}
+    for source, target in RECALIBRATED.items():
+        if (out / source).is_dir():
+            rows = recalibrated_records(read_predictions(out / source), platt, reading)
+            results[target] = write_run(out / target, rows, settings.eval, target)
+            described = {**platt.to_dict(), "reading": reading,
+                         "fitted_on": f"eval-{RECALIBRATION}"}
+            atomic_write_text(out / target / "recalibration.json",
+                              json.dumps(described, indent=2) + "\n")
     return results
 
 

@@ -138,7 +138,13 @@ def evaluate_examples(model: Any, tokenizer: Any, examples: Sequence[TaskExample
 POOLED = "pooled"
 
 
-def _write_run(out: Path, rows: list[dict[str, Any]], settings: EvalSection, name: str
+def read_predictions(folder: Path) -> list[dict[str, Any]]:
+    """The records an evaluation wrote into `folder` (its predictions.jsonl)."""
+    lines = (folder / PREDICTIONS_FILE).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def write_run(out: Path, rows: list[dict[str, Any]], settings: EvalSection, name: str
                ) -> dict[str, Any]:
     """predictions.jsonl, metrics.json and figures of `rows`, swapped into `out` at once."""
     with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES}) as tmp:
@@ -196,13 +202,13 @@ def evaluate(model_path: str | Path, data_path: str | Path | Sequence[str | Path
     model, tokenizer = load_policy(resolve_model_path(str(model_path), out))
     name = name or out.name
     if len(paths) == 1:
-        return _write_run(out, evaluate_examples(model, tokenizer, sets[0], settings),
+        return write_run(out, evaluate_examples(model, tokenizer, sets[0], settings),
                           settings, name)
     results, pooled = [], []
     for label, examples in zip(_labels(paths), sets, strict=True):
         rows = evaluate_examples(model, tokenizer, examples, settings)
-        results.append(_write_run(out / label, rows, settings, f"{name}/{label}"))
+        results.append(write_run(out / label, rows, settings, f"{name}/{label}"))
         pooled += [{**r, "index": f"{label}:{r['index']}", "cluster": f"{label}:{r['cluster']}",
                     "group": f"{label}: {r['group']}", "data": label} for r in rows]
-    results.append(_write_run(out / POOLED, pooled, settings, f"{name}/{POOLED}"))
+    results.append(write_run(out / POOLED, pooled, settings, f"{name}/{POOLED}"))
     return results

@@ -54,7 +54,8 @@ def main() -> None:
                              ": not the folder's demo")
         shutil.copy(Path(scratch) / f"data/{RECALIBRATION}.parquet", out / "data")
     stage_eval(settings, out / "rl/final-model", f"eval-{RECALIBRATION}", RECALIBRATION)
-    fitted = stage_recalibrate(settings, console)
+    fitted = stage_recalibrate(settings, console,
+                               [name for name in RECALIBRATED if (out / name).is_dir()])
     for source, target in RECALIBRATED.items():
         if target in fitted:
             raw = json.loads((out / source / "metrics.json").read_text())

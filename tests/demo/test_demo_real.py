@@ -99,8 +99,10 @@ def test_recalibration_fits_on_its_questions_and_rewrites_the_final_evaluations(
     write_run(tmp_path / f"eval-{RECALIBRATION}", overconfident_rows(400, 0), settings.eval,
               "fit")
     raw = write_run(tmp_path / "eval-after", overconfident_rows(400, 1), settings.eval, "after")
-    results = stage_recalibrate(settings, Console(quiet=True))
-    assert list(results) == ["eval-after-recalibrated"]  # no held-out evaluation to rewrite
+    (tmp_path / HELD_OUT_EVAL).mkdir()  # a folder this run did not evaluate is left alone
+    results = stage_recalibrate(settings, Console(quiet=True), ["eval-after"])
+    assert list(results) == ["eval-after-recalibrated"]
+    assert not (tmp_path / RECALIBRATED[HELD_OUT_EVAL]).exists()
     fixed = results["eval-after-recalibrated"]
     assert raw["ece"] > 0.15 and fixed["ece"] < raw["ece"] / 2
     assert fixed["auroc"] == pytest.approx(raw["auroc"])

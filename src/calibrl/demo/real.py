@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -204,14 +204,16 @@ def run_real_demo(settings: RealDemoSettings, timed: Any, console: Console
     if counts.get(RECALIBRATION):
         timed("evaluation: the final model on the recalibration questions",
               lambda: stage_eval(settings, rl_model, f"eval-{RECALIBRATION}", RECALIBRATION))
-        results.update(timed("recalibration", lambda: stage_recalibrate(settings, console)))
+        results.update(timed("recalibration", lambda: stage_recalibrate(
+            settings, console, [name for name in RECALIBRATED if name in results])))
     return results
 
 
-def stage_recalibrate(settings: RealDemoSettings, console: Console) -> dict[str, dict[str, Any]]:
+def stage_recalibrate(settings: RealDemoSettings, console: Console, evaluated: Iterable[str]
+                      ) -> dict[str, dict[str, Any]]:
     """A Platt map fitted on the final model's answers to the recalibration questions, and
-    each evaluation of the final model written again through it (`RECALIBRATED`, with the
-    map in recalibration.json); returns their metrics by folder name."""
+    each of the final model's `evaluated` folders (keys of `RECALIBRATED`) written again
+    through it (with the map in recalibration.json); returns their metrics by folder name."""
     import json
 
     from calibrl.evaluation.recalibration import fit_platt, reading_values, recalibrated_records
@@ -230,14 +232,13 @@ def stage_recalibrate(settings: RealDemoSettings, console: Console) -> dict[str,
                   f"questions no stage asked ({platt.rate:.0%} right): slope "
                   f"{platt.slope:.2f}, intercept {platt.intercept:.2f}")
     results = {}
-    for source, target in RECALIBRATED.items():
-        if (out / source).is_dir():
-            rows = recalibrated_records(read_predictions(out / source), platt, reading)
-            results[target] = write_run(out / target, rows, settings.eval, target)
-            described = {**platt.to_dict(), "reading": reading,
-                         "fitted_on": f"eval-{RECALIBRATION}"}
-            atomic_write_text(out / target / "recalibration.json",
-                              json.dumps(described, indent=2) + "\n")
+    for source in evaluated:
+        target = RECALIBRATED[source]
+        rows = recalibrated_records(read_predictions(out / source), platt, reading)
+        results[target] = write_run(out / target, rows, settings.eval, target)
+        described = {**platt.to_dict(), "reading": reading, "fitted_on": f"eval-{RECALIBRATION}"}
+        atomic_write_text(out / target / "recalibration.json",
+                          json.dumps(described, indent=2) + "\n")
     return results
 
 

@@ -1,13 +1,15 @@
 """The real-model demo (`calibrl demo --config configs/demo_real.yaml`): a pretrained chat model
 (SmolLM2-135M-Instruct, `make smollm2`) learns to say what it knows about the world.
 
-    data/{train,test,held_out,format,rl}.parquet   eval-zero-shot/   sft/model/   eval-before/
-    calibrate/model/   eval-calibrated/   rl/<run>/   eval-after/   eval-held-out/   report.md
+    data/{train,test,held_out,format,rl,recalibration}.parquet   eval-zero-shot/   sft/model/
+    eval-before/   calibrate/model/   eval-calibrated/   rl/<run>/   eval-after/   eval-held-out/
+    eval-recalibration/   eval-after-recalibrated/   eval-held-out-recalibrated/   report.md
 
 1. data: `calibrl data world-facts` (capitals, continents, currencies, cities' countries, US
    state capitals, element symbols and names), split by entity; `data.hold_out_type` goes to
    held_out.parquet, asked in no stage before the last evaluation. The training split gives the
-   format warm-up's questions and, disjoint from them, the RL prompts.
+   format warm-up's questions and, disjoint from them, the RL prompts and the recalibration
+   questions.
 2. the model as it comes, two turns (`eval-zero-shot`): it answers in sentences and writes no
    tags, so beside the strict accuracy the short-answer task reports `lenient_accuracy` (an
    accepted answer named anywhere), the reading every later stage is compared with;
@@ -16,7 +18,10 @@
    blocks, `sft.train_layers`) trains on them and on the turn-2 format;
 4. the confidence warm-up on its own graded answers to the RL prompts (`calibrl calibrate`);
 5. two-turn RLCR (`calibrl train`);
-6. an evaluation after each stage on the test split, and of the final model on the held-out type.
+6. an evaluation after each stage on the test split, and of the final model on the held-out type;
+7. with `data.recalibration_prompts`, the final model's answers to more training questions fit a
+   Platt map of its stated value (`evaluation.recalibration`), and the final evaluations are
+   written again through it, reported beside the stated value.
 """
 
 from __future__ import annotations

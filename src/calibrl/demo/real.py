@@ -218,12 +218,11 @@ def stage_recalibrate(settings: RealDemoSettings, console: Console, evaluated: I
                       ) -> dict[str, dict[str, Any]]:
     """A Platt map fitted on the final model's answers to the recalibration questions, and
     each of the final model's `evaluated` folders (keys of `RECALIBRATED`) written again
-    through it (with the map in recalibration.json); returns their metrics by folder name."""
+    through it, the map in its recalibration.json; returns their metrics by folder name."""
     import json
 
     from calibrl.evaluation.recalibration import fit_platt, reading_values, recalibrated_records
     from calibrl.evaluation.run import read_predictions, write_run
-    from calibrl.utils.atomic import atomic_write_text
 
     out, reading = Path(settings.out_dir), settings.eval.confidence_reading
     confidence, correct = reading_values(read_predictions(out / f"eval-{RECALIBRATION}"),
@@ -236,14 +235,14 @@ def stage_recalibrate(settings: RealDemoSettings, console: Console, evaluated: I
     console.print(f"recalibration: a Platt map fitted on {platt.answers} answers to training "
                   f"questions no stage asked ({platt.rate:.0%} right): slope "
                   f"{platt.slope:.2f}, intercept {platt.intercept:.2f}")
+    described = json.dumps({**platt.to_dict(), "reading": reading,
+                            "fitted_on": f"eval-{RECALIBRATION}"}, indent=2) + "\n"
     results = {}
     for source in evaluated:
         target = RECALIBRATED[source]
         rows = recalibrated_records(read_predictions(out / source), platt, reading)
-        results[target] = write_run(out / target, rows, settings.eval, target)
-        described = {**platt.to_dict(), "reading": reading, "fitted_on": f"eval-{RECALIBRATION}"}
-        atomic_write_text(out / target / "recalibration.json",
-                          json.dumps(described, indent=2) + "\n")
+        results[target] = write_run(out / target, rows, settings.eval, target,
+                                    extra_files={"recalibration.json": described})
     return results
 
 

@@ -105,12 +105,11 @@ def recalibrated_records(records: Iterable[Mapping[str, Any]], platt: PlattMap, 
     """Copies of `records` with the `reading`'s value mapped by `platt` and the stated one kept
     as `BEFORE_KEY`; a record without a value in [0, 1] under it is copied as it is."""
     key = READING_KEYS[reading]
-    out = []
-    for record in records:
-        row = dict(record)
-        value = valid_confidence(row.get(key))
-        if value is not None:
-            row[BEFORE_KEY] = value
-            row[key] = float(platt(np.array([value]))[0])
-        out.append(row)
-    return out
+    rows = [dict(record) for record in records]
+    values = [valid_confidence(row.get(key)) for row in rows]
+    kept = [i for i, value in enumerate(values) if value is not None]
+    mapped = platt(np.array([values[i] for i in kept], dtype=np.float64))  # one call, (K,)
+    for i, value in zip(kept, mapped, strict=True):
+        rows[i][BEFORE_KEY] = values[i]
+        rows[i][key] = float(value)
+    return rows

@@ -23,7 +23,7 @@ replaced only with `overwrite`: a second evaluation into it is refused before an
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,12 +144,16 @@ def read_predictions(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def write_run(out: Path, rows: list[dict[str, Any]], settings: EvalSection, name: str
-               ) -> dict[str, Any]:
-    """predictions.jsonl, metrics.json and figures of `rows`, swapped into `out` at once."""
-    with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES}) as tmp:
+def write_run(out: Path, rows: list[dict[str, Any]], settings: EvalSection, name: str,
+              extra_files: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """predictions.jsonl, metrics.json, figures of `rows` and `extra_files` ({name: text}, e.g.
+    what produced the rows), swapped into `out` at once."""
+    extra_files = extra_files or {}
+    with atomic_dir(out, own={PREDICTIONS_FILE, *EVALUATION_FILES, *extra_files}) as tmp:
         (tmp / PREDICTIONS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows),
                                             encoding="utf-8")
+        for file_name, text in extra_files.items():
+            (tmp / file_name).write_text(text, encoding="utf-8")
         # Answers of one cluster (the problem; for facts the country) are not independent: the
         # bootstrap draws them together and the table leaves them out together, as the readout.
         result = compute_evaluation(rows, name=name, mode=settings.mode,
@@ -203,7 +207,7 @@ def evaluate(model_path: str | Path, data_path: str | Path | Sequence[str | Path
     name = name or out.name
     if len(paths) == 1:
         return write_run(out, evaluate_examples(model, tokenizer, sets[0], settings),
-                          settings, name)
+                         settings, name)
     results, pooled = [], []
     for label, examples in zip(_labels(paths), sets, strict=True):
         rows = evaluate_examples(model, tokenizer, examples, settings)

@@ -10,8 +10,9 @@ and bring its counts of the groups (`type/tier`) no farther from the groups' sha
 entity that keeps each group's share, so train and test are as hard as each other (an
 unstratified split of the default facts differed by 9-20 % of the rows in its mix of groups).
 What is left is the training split. A held-out type (`hold_out`) is not split: every fact of it
-goes to the `held_out` split (its entities may appear in training questions of other types), so a type can
-stay out of every stage and test whether what was learnt carries over to a new kind of question.
+goes to the `held_out` split (its entities may appear in training questions of other types), so
+a type can stay out of every stage and test whether what was learnt carries over to a new kind
+of question.
 Each split's rows are then ordered by `seed` so that every prefix holds each group in about its
 share (`interleaved`): the first rows a stage takes are a fair sample of the split.
 """

@@ -5,7 +5,8 @@ confidence warm-up: it reads the evaluations each recipe writes (`eval-zero-shot
 `eval-held-out/` and the `-recalibrated` ones are the real model's) and prints, per stage, the
 stated confidence's metrics and, on the same answers, the three references (difficulty table,
 readout, answer likelihood) and the stated value's other reading (the expected or the sampled
-value), then the within-group AUROC of each difficulty group. The RL
+value), then the within-group AUROC of each difficulty group and, where groups are `type/tier` (the
+real model's world facts), lenient accuracy by fact type. The RL
 baselines from the same answer warm-up are added where `runs/compare_modes.py` wrote them into
 the folder's `baselines/` (two-turn RLCR without the confidence warm-up, RLVR, single-turn RLCR):
 
@@ -107,6 +108,34 @@ def group_rows(runs: list[Path]) -> list[tuple[str, dict[str, str]]]:
     return out
 
 
+def fact_type_rows(runs: list[Path]) -> list[tuple[str, dict[str, str]]]:
+    """Per stage, lenient accuracy by fact type (a group's name before its `/`): the real
+    model's per-type knowledge, which a total can hide (one type's gain, another's loss)."""
+    out = []
+    for folder, label in STAGES:
+        metrics = stage_metrics(runs, folder)
+        per_run = [type_accuracy(m) for m in metrics]
+        if not any(per_run):
+            continue
+        types = list(dict.fromkeys(t for acc in per_run for t in acc))
+        out.append((label, {t: cell([acc.get(t) for acc in per_run]) for t in types}))
+    return out
+
+
+def type_accuracy(metrics: dict) -> dict[str, float]:
+    """{fact type: lenient accuracy} from the groups' counts (empty when groups have no `/`)."""
+    right: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for group, m in metrics.get("by_group", {}).items():
+        if "/" not in group:
+            continue
+        kind = group.split("/", 1)[0]
+        lenient = (m.get("extra_scores") or {}).get("lenient_accuracy", m["accuracy"])
+        right[kind] = right.get(kind, 0.0) + lenient * m["count"]
+        count[kind] = count.get(kind, 0) + m["count"]
+    return {kind: right[kind] / count[kind] for kind in count}
+
+
 def markdown(table: list[tuple[str, dict[str, str]]], first: str) -> str:
     columns = list(dict.fromkeys(k for _, cells in table for k in cells))
     names = dict(COLUMNS)
@@ -125,6 +154,10 @@ def main() -> None:
     print(markdown(rows(args.runs), "stage: confidence"))
     print()
     print(markdown(group_rows(args.runs), "stage"))
+    by_type = fact_type_rows(args.runs)
+    if by_type:
+        print("\nlenient accuracy by fact type\n")
+        print(markdown(by_type, "stage"))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 
 from calibrl.errors import UserError
-from calibrl.evaluation.bootstrap import BOOTSTRAP_METRICS, bootstrap_intervals
+from calibrl.evaluation.bootstrap import (
+    BOOTSTRAP_METRICS,
+    CALIBRATED_ECE,
+    bootstrap_intervals,
+    calibrated_ece,
+)
 from calibrl.evaluation.compare import compare_runs, interval_table
 from calibrl.evaluation.metrics import aurc, auroc, brier_score, expected_calibration_error
 from calibrl.evaluation.records import EvalRecord
@@ -101,6 +106,54 @@ def test_bad_arguments(kwargs, message):
         bootstrap_intervals(**args)
 
 
+def _reference_calibrated_ece(conf, draws, seed, n_bins=10):
+    """Outcomes drawn from the confidences one answer at a time; ECE written out per bin."""
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(draws):
+        u = rng.random(len(conf))
+        bins = {}
+        for c, r in zip(conf, u, strict=True):
+            b = min(int(c * n_bins), n_bins - 1)
+            bins.setdefault(b, []).append((c, float(r < c)))
+        values.append(sum(len(v) / len(conf) * abs(sum(c for c, _ in v) / len(v)
+                                                    - sum(y for _, y in v) / len(v))
+                          for v in bins.values()))
+    return values
+
+
+def test_calibrated_ece_matches_the_reference_loop():
+    conf = np.random.default_rng(1).uniform(0, 1, 50).tolist()
+    got = calibrated_ece(conf, draws=300, seed=4, level=0.9)
+    want = _reference_calibrated_ece(conf, draws=300, seed=4)
+    assert got["mean"] == pytest.approx(float(np.mean(want)), abs=1e-12)
+    assert got["low"] == pytest.approx(_percentile(want, 5), abs=1e-12)
+    assert got["high"] == pytest.approx(_percentile(want, 95), abs=1e-12)
+    assert got["draws"] == 300
+
+
+def test_calibrated_ece_is_the_small_sample_floor():
+    # Certain confidences give certain outcomes: no floor. At 0.5 over N answers the ECE is
+    # |mean(y) - 0.5|, whose mean is sqrt(0.25 / N) * sqrt(2 / pi): 0.0399 at N = 100, halved
+    # at 4N: the floor a measured ECE cannot go below on average, falling as 1 / sqrt(N).
+    assert calibrated_ece([0.0, 1.0] * 20, draws=50)["mean"] == 0.0
+    small = calibrated_ece(np.full(100, 0.5), draws=4000)
+    large = calibrated_ece(np.full(400, 0.5), draws=4000)
+    assert small["mean"] == pytest.approx(0.5 / 10 * math.sqrt(2 / math.pi), rel=0.05)
+    assert large["mean"] == pytest.approx(small["mean"] / 2, rel=0.08)
+    assert small["low"] < small["mean"] < small["high"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"confidences": [0.2, 1.5]}, "within \\[0, 1\\]"),
+    ({"draws": 0}, "draws must be positive"),
+    ({"level": 0.0}, "level must be within"),
+])
+def test_calibrated_ece_bad_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        calibrated_ece(**{"confidences": [0.1, 0.5], **kwargs})
+
+
 def _records(n: int, with_confidence: bool = True) -> list[EvalRecord]:
     return [EvalRecord(correct=i % 3 == 0, confidence=(0.2 + 0.1 * (i % 5)) if with_confidence
                        else None, format_ok=True, answer_len=5,
@@ -117,13 +170,17 @@ def test_metrics_json_tables_and_compare(tmp_path):
                                               with_confidence=False, clusters=clusters,
                                               bootstrap=100))
     saved = load_metrics(two_turn)
-    assert set(saved["bootstrap"]) == set(BOOTSTRAP_METRICS)
+    assert set(saved["bootstrap"]) == {*BOOTSTRAP_METRICS, CALIBRATED_ECE}
     assert saved["bootstrap"]["ece"]["low"] <= saved["bootstrap"]["ece"]["high"]
+    floor = saved["bootstrap"][CALIBRATED_ECE]
+    assert floor == calibrated_ece([r.confidence for r in _records(30)], draws=100)
     assert set(load_metrics(rlvr)["bootstrap"]) == {"accuracy"}  # no confidence, no ECE
 
     table = interval_table([saved, load_metrics(rlvr)])
     ece = saved["bootstrap"]["ece"]
     assert f"± {ece['se']:.3f} ({ece['low']:.3f}–{ece['high']:.3f})" in table
+    assert f"{floor['mean']:.3f} ({floor['low']:.3f}–{floor['high']:.3f})" in table
+    assert "ECE if calibrated" in table
     assert "| b | ± " in table and "n/a" in table
     assert "Bootstrap over the evaluated problems" in compare_runs([two_turn, rlvr])
 

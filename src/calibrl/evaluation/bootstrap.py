@@ -5,7 +5,9 @@ drawn, so a table that compares runs (or a target such as "ECE <= 0.05") needs t
 it. The problems are resampled with replacement, each with all of its answers (the samples of
 one prompt are not independent), and every metric is recomputed on each draw; reported are the
 standard deviation over the draws (the standard error) and the percentile interval. Binned ECE
-is biased upwards on small samples, so its interval is not centred on the point estimate.
+is biased upwards on small samples, so its interval is not centred on the point estimate;
+`calibrated_ece` measures that bias: the ECE a reading calibrated by construction shows on as
+many answers with the same confidences, the floor against which an ECE target can be judged.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from calibrl.evaluation.metrics import (
 
 BOOTSTRAP_METRICS = ("accuracy", "ece", "brier", "auroc", "aurc", "within_group_auroc")
 LEVEL = 0.95  # the interval every evaluation saves
+CALIBRATED_ECE = "ece_if_calibrated"  # saved beside the intervals: `calibrated_ece`
 
 
 def _metrics(conf: np.ndarray, correct: np.ndarray, groups: np.ndarray | None, n_bins: int
@@ -86,3 +89,31 @@ def bootstrap_intervals(
         out[name] = {"se": float(np.std(vals)), "low": float(low), "high": float(high),
                      "draws": len(vals)}
     return out
+
+
+def calibrated_ece(confidences: Any, *, draws: int = 1000, seed: int = 0, level: float = LEVEL,
+                   n_bins: int = DEFAULT_N_BINS) -> dict[str, float]:
+    """The ECE a calibrated reading would show here: each answer's outcome drawn as right with
+    probability its confidence (so the reading is calibrated by construction), `draws` times.
+
+    Args:
+        confidences: shape (N,), in [0, 1].
+        draws: outcome draws (> 0); seed: their generator's seed; level: the interval's coverage.
+
+    Returns:
+        {"mean", "se", "low", "high", "draws"} of the ECE over the draws. A measured ECE near
+        "mean" is as calibrated as N answers can show; answers of one problem that share their
+        outcome (not drawn so here) would raise the floor further, so it is a lower bound.
+    """
+    conf, _ = check_arrays(confidences, np.zeros(np.shape(confidences)))
+    if draws <= 0:
+        raise ValueError("draws must be positive")
+    if not 0.0 < level < 1.0:
+        raise ValueError("level must be within (0, 1)")
+    rng = np.random.default_rng(seed)
+    values = [expected_calibration_error(conf, (rng.random(conf.size) < conf).astype(float),
+                                         n_bins) for _ in range(draws)]
+    tail = (1.0 - level) / 2 * 100
+    low, high = np.percentile(values, [tail, 100 - tail])
+    return {"mean": float(np.mean(values)), "se": float(np.std(values)), "low": float(low),
+            "high": float(high), "draws": draws}

@@ -15,7 +15,7 @@ from typing import Any
 
 from calibrl.errors import UserError
 from calibrl.evaluation.baselines import reading_key
-from calibrl.evaluation.bootstrap import LEVEL
+from calibrl.evaluation.bootstrap import CALIBRATED_ECE, LEVEL
 from calibrl.evaluation.plots import plot_reliability_overlay, plot_risk_coverage
 from calibrl.evaluation.records import EXPECTED, READING_NAMES, SAMPLED
 from calibrl.evaluation.report import load_bins, load_metrics, load_risk_coverage
@@ -179,17 +179,25 @@ def interval_table(rows: Sequence[dict[str, Any]]) -> str | None:
     if not with_intervals:
         return None
     keys = INTERVAL_COLUMNS
-    lines = ["| run | " + " | ".join(title for _, title, _ in keys) + " |",
-             "|---|" + "|".join([":---:"] * len(keys)) + "|"]
+    floor = any(CALIBRATED_ECE in r["bootstrap"] for r in with_intervals)
+    titles = [title for _, title, _ in keys] + (["ECE if calibrated"] if floor else [])
+    lines = ["| run | " + " | ".join(titles) + " |",
+             "|---|" + "|".join([":---:"] * len(titles)) + "|"]
     for row in with_intervals:
         cells = []
         for key, _, _ in keys:
             interval = row["bootstrap"].get(key)
             cells.append(NOT_APPLICABLE if interval is None else
                          f"± {interval['se']:.3f} ({interval['low']:.3f}–{interval['high']:.3f})")
+        if floor:
+            drawn = row["bootstrap"].get(CALIBRATED_ECE)
+            cells.append(NOT_APPLICABLE if drawn is None else
+                         f"{drawn['mean']:.3f} ({drawn['low']:.3f}–{drawn['high']:.3f})")
         lines.append(f"| {_text(row['name'])} | " + " | ".join(cells) + " |")
-    return (f"Bootstrap over the evaluated problems: standard error ({LEVEL:.0%} interval)\n\n"
-            + "\n".join(lines) + "\n")
+    note = (" ECE if calibrated: the mean (interval) ECE of outcomes drawn from the "
+            "confidences themselves, the floor these answers allow." if floor else "")
+    return (f"Bootstrap over the evaluated problems: standard error ({LEVEL:.0%} interval).{note}"
+            "\n\n" + "\n".join(lines) + "\n")
 
 
 def tables_text(rows: Sequence[dict[str, Any]]) -> str:

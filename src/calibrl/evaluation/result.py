@@ -25,7 +25,7 @@ from calibrl.evaluation.baselines import (
     reading_reference,
     within_group_auroc,
 )
-from calibrl.evaluation.bootstrap import bootstrap_intervals
+from calibrl.evaluation.bootstrap import CALIBRATED_ECE, bootstrap_intervals, calibrated_ece
 from calibrl.evaluation.metrics import (
     DEFAULT_N_BINS,
     UNPARSABLE_CONFIDENCE,
@@ -174,6 +174,8 @@ def compute_evaluation(
                                         n_bins=n_bins)
         if not calibrated:
             intervals = {"accuracy": intervals["accuracy"]}
+        else:
+            intervals[CALIBRATED_ECE] = calibrated_ece(conf, draws=bootstrap, n_bins=n_bins)
     return EvaluationResult(
         name=name, mode=mode, reading=reading, with_confidence=with_confidence,
         calibration_unavailable=unavailable, n_bins=n_bins,

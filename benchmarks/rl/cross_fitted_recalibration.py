@@ -19,6 +19,7 @@ import argparse
 import json
 import statistics
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -28,28 +29,15 @@ from calibrl.evaluation.recalibration import READING_KEYS, fit_platt, reading_va
 from calibrl.evaluation.records import valid_confidence
 from calibrl.evaluation.run import read_predictions
 from calibrl.tasks.files import load_examples
+from calibrl.tasks.short_answer.world_split import components
 
 
 def linked_sets(questions: dict[str, list[str]]) -> dict[str, int]:
-    """{question: the index of its set}: questions sharing an entity, transitively, share one."""
-    parent = {q: q for q in questions}
-
-    def root(q: str) -> str:
-        while parent[q] != q:
-            parent[q] = parent[parent[q]]
-            q = parent[q]
-        return q
-
-    first: dict[str, str] = {}
-    for q, entities in questions.items():
-        for e in entities:
-            if e in first:
-                parent[root(q)] = root(first[e])
-            else:
-                first[e] = q
-    roots = sorted({root(q) for q in questions})
-    index = {r: i for i, r in enumerate(roots)}
-    return {q: index[root(q)] for q in questions}
+    """{question: the index of its set}: questions sharing an entity, transitively, share one
+    (the split's own `components`, read on the questions' entity lists)."""
+    names = list(questions)
+    facts = [SimpleNamespace(entities=questions[q]) for q in names]
+    return {names[i]: k for k, members in enumerate(components(facts)) for i in members}
 
 
 def main() -> None:

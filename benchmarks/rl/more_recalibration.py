@@ -22,7 +22,7 @@ from rich.console import Console
 from calibrl.demo.pipeline import load_demo_settings
 from calibrl.demo.real import RECALIBRATION, stage_world_data
 from calibrl.demo.stages import stage_eval
-from calibrl.evaluation.bootstrap import calibrated_ece
+from calibrl.evaluation.bootstrap import CALIBRATED_ECE
 from calibrl.evaluation.recalibration import fit_platt, reading_values, recalibrated_records
 from calibrl.evaluation.run import read_predictions, write_run
 from calibrl.tasks.files import load_examples, write_examples
@@ -61,7 +61,7 @@ def main() -> None:
     rows = recalibrated_records(read_predictions(out / "eval-after-whole-test"), platt, reading)
     metrics = write_run(out / target, rows, settings.eval, target,
                         extra_files={"recalibration.json": described + "\n"})
-    floor = calibrated_ece(reading_values(rows, reading)[0])
+    floor = metrics["bootstrap"][CALIBRATED_ECE]  # write_run drew it with the metrics
     print(f"{out}: map on {platt.answers} answers ({platt.rate:.0%} right), slope "
           f"{platt.slope:.2f}, intercept {platt.intercept:.2f}; whole test split "
           f"({metrics['count']} answers): ECE {metrics['ece']:.3f} (if calibrated "

@@ -115,9 +115,9 @@ def test_sigterm_checkpoints_the_step_reached_and_resume_ends_as_a_straight_run(
 def test_a_second_signal_ends_the_run_at_once(tmp_path):
     model, train = coin_run(tmp_path)
     run = tmp_path / "run"
-    # Steps of seconds (8 verdicts of 0.6 s each): the second signal must come after
-    # REPEAT_AFTER_S (before it, it would be the first one passed on by a launcher) and still
-    # inside the step in flight.
+    # From step 2 on, every verdict holds for minutes (`training.slow_coin`): the second signal
+    # comes after REPEAT_AFTER_S (before it, it would be the first one passed on by a launcher)
+    # and still inside step 2, however slow the machine.
     args = _train_args(model, train, tmp_path, "optim.total_steps=50",
                        "data.task_modules=[training.coin_task,training.slow_coin]")
     with (tmp_path / "err").open("w") as stderr:
@@ -126,9 +126,12 @@ def test_a_second_signal_ends_the_run_at_once(tmp_path):
         proc.send_signal(signal.SIGTERM)
         _wait_until(lambda: "SIGTERM received" in (tmp_path / "err").read_text(), proc)
         time.sleep(REPEAT_AFTER_S + 0.2)
-        assert proc.poll() is None, "step 2 ended before the second signal: make steps longer"
+        assert proc.poll() is None, "step 2 ended while its verdicts were held"
         proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=300)
+        try:
+            code = proc.wait(timeout=60)
+        finally:
+            proc.kill()  # a second signal that failed to end it must not leave it running
     assert code == -signal.SIGTERM  # the default action: no checkpoint, exit status 143
     assert list_checkpoints(run) == []
 

@@ -15,6 +15,7 @@ from calibrl.data import TaskExample
 from calibrl.models import create_tiny_model
 from calibrl.tasks.files import write_examples
 from calibrl.training.checkpoint import list_checkpoints
+from training.held_step import held_env
 
 TESTS = Path(__file__).resolve().parents[1]  # on sys.path (pytest's pythonpath) and PYTHONPATH
 
@@ -42,7 +43,10 @@ def test_sigkill_then_resume_matches_uninterrupted(tmp_path: Path):
     subprocess.run(_train_args(model, train, tmp_path, "straight"), check=True, env=env)
 
     run_dir = tmp_path / "killed"
-    proc = subprocess.Popen(_train_args(model, train, tmp_path, "killed"), env=env,
+    # Held after step 3, never released (`training.held_step`): killed with checkpoint 2
+    # written, however fast the run.
+    proc = subprocess.Popen(_train_args(model, train, tmp_path, "killed"),
+                            env=held_env(env, 3, tmp_path / "never"),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not any(c.step >= 2 for c in list_checkpoints(run_dir)):

@@ -26,6 +26,7 @@ from safetensors.torch import load_file
 from calibrl.training.checkpoint import list_checkpoints, verify_checkpoint
 from calibrl.training.preemption import REPEAT_AFTER_S
 from training.coin_runs import checkout_env, coin_run, free_port, run_settings
+from training.held_step import held_env
 from training.small_disk import small_disk
 
 pytestmark = pytest.mark.slow
@@ -40,8 +41,8 @@ def _train_args(model: Path, train: Path, out: Path, *extra: str) -> list[str]:
                                    "optim.total_steps=8", "logging.samples_every=1", *extra)]
 
 
-def _calibrl(*args: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "calibrl", *map(str, args)], env=ENV,
+def _calibrl(*args: str, env: dict[str, str] = ENV, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "calibrl", *map(str, args)], env=env,
                             **popen)
 
 
@@ -64,11 +65,16 @@ def _wait_until(done: Callable[[], bool], proc: subprocess.Popen) -> None:
 
 
 def _signal_after(rows: int, log: Path, signum: int, *args: str, err: Path) -> tuple[int, str]:
-    """Start `calibrl ARGS`, send `signum` once `log` has `rows` rows; (exit code, stderr)."""
+    """Start `calibrl ARGS`, held after step `rows` (`training.held_step`); once `log` has its
+    `rows` rows, send `signum` and let it go on; (exit code, stderr)."""
+    release = err.with_name("release")
     with err.open("w") as stderr:
-        proc = _calibrl(*args, stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = _calibrl(*args, env=held_env(ENV, rows, release), stdout=subprocess.DEVNULL,
+                        stderr=stderr)
         _wait_until(lambda: _rows(log) >= rows, proc)
         proc.send_signal(signum)
+        _wait_until(lambda: "received" in err.read_text(), proc)
+        release.touch()
         code = proc.wait(timeout=300)
     return code, err.read_text()
 
@@ -97,7 +103,7 @@ def test_sigterm_checkpoints_the_step_reached_and_resume_ends_as_a_straight_run(
     assert code == 75, err[-2000:]
     match = _stopped(err)
     step = int(match[2])
-    assert match[1] == "SIGTERM" and 2 <= step < 8
+    assert match[1] == "SIGTERM" and step == 2
     assert match[3] == str(run / f"checkpoint-{step:06d}")
     # checkpoint.every=100: the only checkpoint is the one the signal asked for, and it is whole.
     assert [c.step for c in list_checkpoints(run)] == [step]
@@ -115,18 +121,18 @@ def test_sigterm_checkpoints_the_step_reached_and_resume_ends_as_a_straight_run(
 def test_a_second_signal_ends_the_run_at_once(tmp_path):
     model, train = coin_run(tmp_path)
     run = tmp_path / "run"
-    # From step 2 on, every verdict holds for minutes (`training.slow_coin`): the second signal
-    # comes after REPEAT_AFTER_S (before it, it would be the first one passed on by a launcher)
-    # and still inside step 2, however slow the machine.
-    args = _train_args(model, train, tmp_path, "optim.total_steps=50",
-                       "data.task_modules=[training.coin_task,training.slow_coin]")
+    # Held after step 1, never released (`training.held_step`): the second signal comes after
+    # REPEAT_AFTER_S (before it, it would be the first one passed on by a launcher) and before
+    # the run could act on the first, however slow the machine.
+    env = held_env(ENV, 1, tmp_path / "never")
     with (tmp_path / "err").open("w") as stderr:
-        proc = _calibrl(*args, stdout=subprocess.DEVNULL, stderr=stderr)
-        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 1, proc)  # step 2 has begun
+        proc = _calibrl(*_train_args(model, train, tmp_path), env=env,
+                        stdout=subprocess.DEVNULL, stderr=stderr)
+        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 1, proc)
         proc.send_signal(signal.SIGTERM)
         _wait_until(lambda: "SIGTERM received" in (tmp_path / "err").read_text(), proc)
         time.sleep(REPEAT_AFTER_S + 0.2)
-        assert proc.poll() is None, "step 2 ended while its verdicts were held"
+        assert proc.poll() is None, "the run went on while it was held"
         proc.send_signal(signal.SIGTERM)
         try:
             code = proc.wait(timeout=60)
@@ -151,7 +157,7 @@ def test_sft_stops_on_sigusr1_and_resumes_to_the_same_model(tmp_path):
     assert code == 75, err[-2000:]
     match = _stopped(err)
     step = int(match[2])
-    assert match[1] == "SIGUSR1" and 3 <= step < 16
+    assert match[1] == "SIGUSR1" and step == 3
     assert [c.step for c in list_checkpoints(out)] == [step]
     done = _finish(*args, "--out", out, "--resume")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -225,14 +231,15 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
-def _launch(model: Path, train: Path, out: Path, *extra: str, **popen) -> subprocess.Popen:
+def _launch(model: Path, train: Path, out: Path, *extra: str, env: dict[str, str] = ENV,
+            **popen) -> subprocess.Popen:
     """`accelerate launch` of `calibrl train` on 2 CPU ranks, as the README says."""
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     return subprocess.Popen(
         [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
          str(free_port()), "-m", "calibrl", *_train_args(model, train, out, *extra)],
-        env={**ENV, "ACCELERATE_USE_CPU": "1"}, stdout=subprocess.DEVNULL, **popen)
+        env={**env, "ACCELERATE_USE_CPU": "1"}, stdout=subprocess.DEVNULL, **popen)
 
 
 def _stopped_ranks(err: str, run: Path) -> int:
@@ -250,16 +257,18 @@ def test_two_ranks_stop_after_the_same_step_when_one_is_signalled(tmp_path):
     assert _launch(model, train, tmp_path / "straight").wait(timeout=600) == 0
     run = tmp_path / "stopped/run"
     with (tmp_path / "err").open("w") as stderr:
-        proc = _launch(model, train, tmp_path / "stopped", stderr=stderr)
-        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 2, proc)
+        proc = _launch(model, train, tmp_path / "stopped", stderr=stderr,
+                       env=held_env(ENV, 2, tmp_path / "release"))
+        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 2, proc)  # held after step 2
         ranks = _children(proc.pid)
         assert len(ranks) == 2
         # One rank only, as when a scheduler's signal reaches the processes at different times.
         subprocess.run(["kill", "-USR1", str(ranks[-1])], check=True)
+        (tmp_path / "release").touch()
         assert proc.wait(timeout=600) != 0  # the launcher's own code: a rank exited with 75
     err = (tmp_path / "err").read_text()
     assert "exitcode  : 75" in err, err[-3000:]  # the launcher's report of its failed ranks
-    _stopped_ranks(err, run)
+    assert _stopped_ranks(err, run) == 2
     assert _launch(model, train, tmp_path / "stopped", "--resume").wait(timeout=600) == 0
     assert _same_weights(tmp_path / "straight/run/final-model/model.safetensors",
                          run / "final-model/model.safetensors")
@@ -269,10 +278,14 @@ def test_the_launcher_passing_on_a_signal_the_ranks_got_is_one_request(tmp_path)
     model, train = coin_run(tmp_path)
     run = tmp_path / "run"
     with (tmp_path / "err").open("w") as stderr:
-        proc = _launch(model, train, tmp_path, stderr=stderr, start_new_session=True)
-        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 2, proc)
+        proc = _launch(model, train, tmp_path, stderr=stderr, start_new_session=True,
+                       env=held_env(ENV, 2, tmp_path / "release"))
+        _wait_until(lambda: _rows(run / "metrics.jsonl") >= 2, proc)  # held after step 2
         # As Slurm (every process of the step) or Ctrl-C (the foreground group) does: the
         # launcher and both ranks get it, and the launcher sends its ranks SIGTERM again.
         os.killpg(proc.pid, signal.SIGTERM)
+        _wait_until(lambda: "received" in (tmp_path / "err").read_text(), proc)
+        time.sleep(0.5)  # the launcher's forwarded SIGTERM reaches the ranks while they hold
+        (tmp_path / "release").touch()
         proc.wait(timeout=600)
-    assert 2 <= _stopped_ranks((tmp_path / "err").read_text(), run) < 8
+    assert _stopped_ranks((tmp_path / "err").read_text(), run) == 2

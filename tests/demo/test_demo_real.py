@@ -66,6 +66,27 @@ def test_the_data_stage_splits_training_questions_into_format_rl_and_recalibrati
                    for name in ("train", "test") for r in rows[name])
 
 
+def test_recalibration_by_entity_names_no_entity_a_stage_trains_on(tmp_path):
+    def split(folder, *extra):
+        settings = load_demo_settings(RECIPE, [f"out_dir={folder}", "data.format_prompts=50",
+                                               "data.rl_prompts=40",
+                                               "data.recalibration_prompts=30", *extra])
+        counts = stage_world_data(settings, Console(quiet=True))
+        return counts, {name: pq.read_table(folder / f"data/{name}.parquet").to_pylist()
+                        for name in counts}
+
+    counts, rows = split(tmp_path / "entities", "data.recalibration_split=entities")
+    _, before = split(tmp_path / "training")
+    assert counts[RECALIBRATION] == 30
+    assert rows["test"] == before["test"] and rows["held_out"] == before["held_out"]
+
+    def entities(name):
+        return {e for r in rows[name] for e in r["extra_info"]["entities"]}
+
+    assert not entities(RECALIBRATION) & (entities("train") | entities("test"))
+    assert entities("format") | entities("rl") <= entities("train")
+
+
 def test_no_recalibration_questions_write_no_split(tmp_path):
     settings = load_demo_settings(RECIPE, [f"out_dir={tmp_path}", "data.format_prompts=50",
                                            "data.rl_prompts=40",

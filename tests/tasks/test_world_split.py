@@ -38,6 +38,7 @@ from calibrl.tasks.short_answer.world_sources import (
 )
 from calibrl.tasks.short_answer.world_split import (
     HELD_OUT,
+    RECALIBRATION,
     components,
     count_table,
     interleaved,
@@ -109,6 +110,39 @@ def test_no_test_entity_is_in_a_training_question(facts, seed, fraction):
     assert_no_test_entity_in_training(splits)
     assert sorted(splits["train"] + splits["test"], key=facts.index) == facts
     assert len(splits["test"]) <= round(fraction * len(facts))
+
+
+@settings(max_examples=60, deadline=None)
+@given(FACTS, st.integers(0, 5), st.sampled_from([0.0, 0.2, 0.5]),
+       st.sampled_from([0.1, 0.2, 0.4]))
+def test_a_recalibration_split_shares_no_entity_and_leaves_the_test_split_as_it_was(
+        facts, seed, fraction, recalibration):
+    if not facts:
+        return
+    without = split_world_facts(facts, seed=seed, test_fraction=fraction)
+    splits = split_world_facts(facts, seed=seed, test_fraction=fraction,
+                               recalibration_fraction=recalibration)
+    assert splits["test"] == without["test"]
+    assert sorted(splits["train"] + splits[RECALIBRATION], key=facts.index) == sorted(
+        without["train"], key=facts.index)
+    assert [f for f in without["train"] if f not in splits[RECALIBRATION]] == splits["train"]
+    assert len(splits[RECALIBRATION]) <= round(recalibration * len(facts))
+    for other in ("train", "test"):  # the slow check, every pair
+        assert_no_test_entity_in_training({"test": splits[RECALIBRATION],
+                                           "train": splits[other]})
+
+
+def test_the_recalibration_split_keeps_each_group_s_share():
+    facts = ([fact("capital", f"country:{i}") for i in range(80)]
+             + [fact("continent", f"island:{i}") for i in range(20)])
+    for seed in range(5):
+        splits = split_world_facts(facts, seed=seed, test_fraction=0.25,
+                                   recalibration_fraction=0.25)
+        assert Counter(f.fact_type for f in splits[RECALIBRATION]) == {"capital": 20,
+                                                                       "continent": 5}
+        assert len(splits["train"]) == 50
+    with pytest.raises(UserError, match="recalibration fraction"):
+        split_world_facts(facts, recalibration_fraction=-0.1)
 
 
 def test_the_test_split_fills_up_to_its_share_with_small_components():

@@ -9,7 +9,8 @@
    state capitals, element symbols and names), split by entity; `data.hold_out_type` goes to
    held_out.parquet, asked in no stage before the last evaluation. The training split gives the
    format warm-up's questions and, disjoint from them, the RL prompts and the recalibration
-   questions.
+   questions (or, with `data.recalibration_split: entities`, those come from a third split by
+   entity).
 2. the model as it comes, two turns (`eval-zero-shot`): it answers in sentences and writes no
    tags, so beside the strict accuracy the short-answer task reports `lenient_accuracy` (an
    accepted answer named anywhere), the reading every later stage is compared with;
@@ -37,10 +38,10 @@ from rich.console import Console
 from calibrl.errors import UserError
 from calibrl.settings.base import Section
 from calibrl.settings.demo import DemoStages
+from calibrl.tasks.short_answer.world_split import RECALIBRATION  # its evaluation's name too
 
 REAL_RECIPE = "real"  # the value of `recipe:` that marks a real-model recipe
 HELD_OUT_EVAL = "eval-held-out"
-RECALIBRATION = "recalibration"  # the data split whose answers fit the map, and its evaluation
 RECALIBRATED = {"eval-after": "eval-after-recalibrated",
                 HELD_OUT_EVAL: f"{HELD_OUT_EVAL}-recalibrated"}
 
@@ -62,11 +63,16 @@ class RealDataSection(Section):
                                 "the model (its replies become the warm-up's rows).")
     rl_prompts: int = Field(gt=0, description="Other training questions: the confidence "
                             "warm-up's and RL's prompts.")
-    recalibration_prompts: int = Field(0, ge=0, description="Other training questions, asked "
-                                       "of the final model alone: its answers fit a Platt map "
-                                       "of the stated value (`evaluation.recalibration`), "
-                                       "reported beside the stated value on the test and "
-                                       "held-out answers; 0: none.")
+    recalibration_prompts: int = Field(0, ge=0, description="Questions asked of the final "
+                                       "model alone: its answers fit a Platt map of the stated "
+                                       "value (`evaluation.recalibration`), reported beside the "
+                                       "stated value on the test and held-out answers; 0: "
+                                       "none.")
+    recalibration_split: Literal["training", "entities"] = Field(
+        "training", description="Where the recalibration questions come from: 'training', "
+        "training questions no stage asks (their entities may be named by the format or RL "
+        "questions); 'entities', a third split taken by entity as the test split is, as large "
+        "as it, so no stage trains on any entity they name.")
 
 
 class FormatSection(Section):
@@ -105,8 +111,10 @@ def stage_world_data(settings: RealDemoSettings, console: Console) -> dict[str, 
     from calibrl.tasks.short_answer.world_types import parse_types
 
     data = settings.data
+    by_entity = data.recalibration_split == "entities"
     rows, table = world_splits(parse_types(data.types), data.hold_out_type, seed=settings.seed,
                                test_fraction=data.test_fraction,
+                               recalibration_fraction=data.test_fraction if by_entity else 0.0,
                                min_city_population=data.min_city_population,
                                cities_per_country=data.cities_per_country)
     console.print(table, markup=False)
@@ -114,8 +122,9 @@ def stage_world_data(settings: RealDemoSettings, console: Console) -> dict[str, 
     rows["format"] = train[:data.format_prompts]
     used = data.format_prompts + data.rl_prompts
     rows["rl"] = train[data.format_prompts:used]
-    if data.recalibration_prompts and train[used:]:
-        rows[RECALIBRATION] = train[used:used + data.recalibration_prompts]
+    pool = rows.pop(RECALIBRATION, []) if by_entity else train[used:]
+    if data.recalibration_prompts and pool:
+        rows[RECALIBRATION] = pool[:data.recalibration_prompts]
     write_splits(Path(settings.out_dir) / "data", rows)
     counts = {name: len(split) for name, split in rows.items()}
     console.print(", ".join(f"{name} {n}" for name, n in counts.items()))

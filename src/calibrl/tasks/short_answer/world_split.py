@@ -9,7 +9,10 @@ drawn by `seed`, are taken into the test split while they fit in `test_fraction`
 and bring its counts of the groups (`type/tier`) no farther from the groups' shares: a split by
 entity that keeps each group's share, so train and test are as hard as each other (an
 unstratified split of the default facts differed by 9-20 % of the rows in its mix of groups).
-What is left is the training split. A held-out type (`hold_out`) is not split: every fact of it
+What is left is the training split. With `recalibration_fraction`, a third split is taken out of
+it the same way, by linked set and stratified, for fitting a map of the stated confidence on
+entities no training question names (its own draws: the test split stays as it is without it).
+A held-out type (`hold_out`) is not split: every fact of it
 goes to the `held_out` split (its entities may appear in training questions of other types), so
 a type can stay out of every stage and test whether what was learnt carries over to a new kind
 of question.
@@ -37,6 +40,7 @@ from calibrl.tasks.short_answer.world_types import (
 )
 
 HELD_OUT = "held_out"  # the split name of held-out types' facts
+RECALIBRATION = "recalibration"  # the split whose answers fit a map of the stated confidence
 
 
 def components(facts: Sequence[WorldFact]) -> list[list[int]]:
@@ -63,11 +67,15 @@ def components(facts: Sequence[WorldFact]) -> list[list[int]]:
 
 def split_world_facts(facts: Sequence[WorldFact], *, seed: int = 0,
                       test_fraction: float = DEFAULT_TEST_FRACTION,
-                      hold_out: Iterable[str] = ()) -> dict[str, list[WorldFact]]:
-    """{"train", "test"} (and `HELD_OUT` when `hold_out` names types) as the module doc says;
-    the test split holds at most `round(test_fraction * n)` of the n facts split."""
-    if not 0.0 <= test_fraction <= 1.0:  # also false for NaN
-        raise UserError(f"test fraction must be in [0, 1], got {test_fraction}")
+                      hold_out: Iterable[str] = (), recalibration_fraction: float = 0.0
+                      ) -> dict[str, list[WorldFact]]:
+    """{"train", "test"} (and `HELD_OUT` when `hold_out` names types, `RECALIBRATION` when
+    `recalibration_fraction` > 0) as the module doc says; the test split holds at most
+    `round(test_fraction * n)` of the n facts split, the recalibration split at most
+    `round(recalibration_fraction * n)`."""
+    for name, fraction in (("test", test_fraction), ("recalibration", recalibration_fraction)):
+        if not 0.0 <= fraction <= 1.0:  # also false for NaN
+            raise UserError(f"{name} fraction must be in [0, 1], got {fraction}")
     held_types = set(parse_types(hold_out)) if hold_out else set()
     rng = random.Random(seed)
     held = [f for f in facts if f.fact_type in held_types]
@@ -80,12 +88,21 @@ def split_world_facts(facts: Sequence[WorldFact], *, seed: int = 0,
               "test": [f for i, f in enumerate(rest) if i in in_test]}
     if held_types:
         splits[HELD_OUT] = held
-    return {name: interleaved(rows, rng) for name, rows in splits.items()}
+    splits = {name: interleaved(rows, rng) for name, rows in splits.items()}
+    if recalibration_fraction > 0:
+        train, side = splits["train"], random.Random(f"{RECALIBRATION} {seed}")
+        taken = stratified_test_set([f.group for f in train], components(train),
+                                    round(recalibration_fraction * len(rest)), side)
+        # What is left keeps its interleaved order: the taken sets are a stratified sample.
+        splits["train"] = [f for i, f in enumerate(train) if i not in taken]
+        splits[RECALIBRATION] = interleaved([train[i] for i in sorted(taken)], side)
+    return splits
 
 
 def stratified_test_set(groups: Sequence[str], linked: Sequence[Sequence[int]], target: int,
                         rng: random.Random) -> set[int]:
-    """The indices (into `groups`, one group per fact) of the test split: the linked sets in
+    """The indices (into `groups`, one group per fact) of the test (or recalibration) split:
+    the linked sets in
     `rng`'s order, each taken where the total stays <= `target` and it does not raise the
     summed squared distance of every group's test count from its share (`target` x the group's
     count / all facts). Taking the best set each time gets nearer the shares, but puts most of
@@ -137,11 +154,13 @@ def world_examples(facts: Sequence[WorldFact], split: str, style: str) -> list[T
 
 def world_splits(types: Sequence[str], hold_out: Sequence[str] = (), *, seed: int = 0,
                  test_fraction: float = DEFAULT_TEST_FRACTION, style: str = "instruct",
-                 **options: int) -> tuple[dict[str, list[TaskExample]], str]:
+                 recalibration_fraction: float = 0.0, **options: int
+                 ) -> tuple[dict[str, list[TaskExample]], str]:
     """The world's facts of `types` (read with `options`, see `read_world_facts`), split
     (`split_world_facts`) and made examples of `style`; with the splits' `count_table`."""
     splits = split_world_facts(read_world_facts(types, **options), seed=seed,
-                               test_fraction=test_fraction, hold_out=hold_out)
+                               test_fraction=test_fraction, hold_out=hold_out,
+                               recalibration_fraction=recalibration_fraction)
     examples = {name: world_examples(rows, name, style) for name, rows in splits.items()}
     return examples, count_table(splits)
 

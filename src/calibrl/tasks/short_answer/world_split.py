@@ -12,10 +12,9 @@ unstratified split of the default facts differed by 9-20 % of the rows in its mi
 What is left is the training split. With `recalibration_fraction`, a third split is taken out of
 it the same way, by linked set and stratified, for fitting a map of the stated confidence on
 entities no training question names (its own draws: the test split stays as it is without it).
-A held-out type (`hold_out`) is not split: every fact of it
-goes to the `held_out` split (its entities may appear in training questions of other types), so
-a type can stay out of every stage and test whether what was learnt carries over to a new kind
-of question.
+A held-out type (`hold_out`) is not split: every fact of it goes to the `held_out` split (its
+entities may appear in training questions of other types), so a type can stay out of every stage
+and test whether what was learnt carries over to a new kind of question.
 Each split's rows are then ordered by `seed` so that every prefix holds each group in about its
 share (`interleaved`): the first rows a stage takes are a fair sample of the split.
 """
@@ -102,11 +101,10 @@ def split_world_facts(facts: Sequence[WorldFact], *, seed: int = 0,
 def stratified_test_set(groups: Sequence[str], linked: Sequence[Sequence[int]], target: int,
                         rng: random.Random) -> set[int]:
     """The indices (into `groups`, one group per fact) of the test (or recalibration) split:
-    the linked sets in
-    `rng`'s order, each taken where the total stays <= `target` and it does not raise the
-    summed squared distance of every group's test count from its share (`target` x the group's
-    count / all facts). Taking the best set each time gets nearer the shares, but puts most of
-    the same facts in every seed's test split."""
+    the linked sets in `rng`'s order, each taken where the total stays <= `target` and it does
+    not raise the summed squared distance of every group's count from its share (`target` x the
+    group's count / all facts). Taking the best set each time gets nearer the shares, but puts
+    most of the same facts in every seed's test split."""
     total = Counter(groups)
     share = {g: target * n / len(groups) for g, n in total.items()}
     order = list(linked)

@@ -108,7 +108,11 @@ with StopRequests(announce=False, repeat_after_s=0) as stop:
     print("requested", stop.signal_name, flush=True)
     if sys.argv[1] == "exit":
         sys.exit(75)
-    sys.stdin.readline()  # wait for the second signal
+    # Wait for the second signal in short sleeps, not one blocking read: Python runs a handler
+    # between bytecodes, so a signal landing just before a blocking call waits for it to return.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
 print("not reached", flush=True)
 """
 

@@ -16,6 +16,8 @@ import json
 import statistics
 from pathlib import Path
 
+from calibrl.evaluation.bootstrap import CALIBRATED_ECE
+
 COLUMNS = ("recalibration answers right", "test answers right", "ECE recalibrated",
            "if calibrated", "Brier recalibrated", "Brier table", "AUROC", "within-group")
 
@@ -30,7 +32,7 @@ def row(folder: Path) -> list[float]:
     whole = _metrics(folder, "eval-after-whole-test")
     mapped = _metrics(folder, "eval-after-whole-test-recalibrated")
     return [recal["accuracy"], whole["accuracy"],  # strict: what the map and ECE are fitted to
-            mapped["ece"], mapped["bootstrap"]["ece_if_calibrated"]["mean"], mapped["brier"],
+            mapped["ece"], mapped["bootstrap"][CALIBRATED_ECE]["mean"], mapped["brier"],
             mapped["baselines"]["difficulty_table"]["brier"], mapped["auroc"],
             mapped["within_group_auroc"]]
 

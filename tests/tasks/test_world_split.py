@@ -43,7 +43,7 @@ from calibrl.tasks.short_answer.world_split import (
     count_table,
     interleaved,
     split_world_facts,
-    stratified_test_set,
+    stratified_linked_sets,
     world_examples,
 )
 from calibrl.tasks.short_answer.world_types import (
@@ -178,7 +178,7 @@ def test_every_linked_set_left_out_would_not_fit_or_take_the_groups_farther(fact
     groups = [f.group for f in facts]
     linked = components(facts)
     target = round(fraction * len(facts))
-    chosen = stratified_test_set(groups, linked, target, random.Random(seed))
+    chosen = stratified_linked_sets(groups, linked, target, random.Random(seed))
     assert len(chosen) <= target
     assert all(set(m) <= chosen or not set(m) & chosen for m in linked)  # sets go whole
     for members in linked:

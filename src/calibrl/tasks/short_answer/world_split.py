@@ -81,8 +81,8 @@ def split_world_facts(facts: Sequence[WorldFact], *, seed: int = 0,
     rest = [f for f in facts if f.fact_type not in held_types]
     if not rest:
         raise UserError("every fact type is held out: nothing is left to train or test on")
-    in_test = stratified_test_set([f.group for f in rest], components(rest),
-                                  round(test_fraction * len(rest)), rng)
+    in_test = stratified_linked_sets([f.group for f in rest], components(rest),
+                                     round(test_fraction * len(rest)), rng)
     splits = {"train": [f for i, f in enumerate(rest) if i not in in_test],
               "test": [f for i, f in enumerate(rest) if i in in_test]}
     if held_types:
@@ -90,21 +90,21 @@ def split_world_facts(facts: Sequence[WorldFact], *, seed: int = 0,
     splits = {name: interleaved(rows, rng) for name, rows in splits.items()}
     if recalibration_fraction > 0:
         train, side = splits["train"], random.Random(f"{RECALIBRATION} {seed}")
-        taken = stratified_test_set([f.group for f in train], components(train),
-                                    round(recalibration_fraction * len(rest)), side)
+        taken = stratified_linked_sets([f.group for f in train], components(train),
+                                       round(recalibration_fraction * len(rest)), side)
         # What is left keeps its interleaved order: the taken sets are a stratified sample.
         splits["train"] = [f for i, f in enumerate(train) if i not in taken]
         splits[RECALIBRATION] = interleaved([train[i] for i in sorted(taken)], side)
     return splits
 
 
-def stratified_test_set(groups: Sequence[str], linked: Sequence[Sequence[int]], target: int,
-                        rng: random.Random) -> set[int]:
-    """The indices (into `groups`, one group per fact) of the test (or recalibration) split:
-    the linked sets in `rng`'s order, each taken where the total stays <= `target` and it does
-    not raise the summed squared distance of every group's count from its share (`target` x the
-    group's count / all facts). Taking the best set each time gets nearer the shares, but puts
-    most of the same facts in every seed's test split."""
+def stratified_linked_sets(groups: Sequence[str], linked: Sequence[Sequence[int]],
+                           target: int, rng: random.Random) -> set[int]:
+    """The indices (into `groups`, one group per fact) of a split taken by linked set (the test
+    split, the recalibration split): the linked sets in `rng`'s order, each taken where the
+    total stays <= `target` and it does not raise the summed squared distance of every group's
+    count from its share (`target` x the group's count / all facts). Taking the best set each
+    time gets nearer the shares, but puts most of the same facts in every seed's test split."""
     total = Counter(groups)
     share = {g: target * n / len(groups) for g, n in total.items()}
     order = list(linked)
